@@ -1,0 +1,43 @@
+/* Loom public C API: extensions and introspection beside standard MPI. */
+#ifndef LOOM_LOOM_H
+#define LOOM_LOOM_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_VERSION_MAJOR 0
+#define LOOM_VERSION_MINOR 1
+
+/* Sets up / tears down Loom's runtime. The interposed MPI_Init and
+ * MPI_Finalize call these; programs that link Loom without interposition
+ * call them after MPI_Init and before MPI_Finalize. Idempotent. */
+int loom_init(void);
+int loom_finalize(void);
+
+/* Tells Loom that `type` was committed / is about to be freed (the interposed
+ * MPI_Type_commit and MPI_Type_free do this). */
+int loom_type_commit(MPI_Datatype type);
+int loom_type_free(MPI_Datatype type);
+
+/* MPI_Pack / MPI_Unpack semantics, done by Loom's engines. Errors go through
+ * the communicator's error handler and come back as MPI error codes. Types
+ * Loom cannot read are handed to the MPI's own PMPI_Pack / PMPI_Unpack. */
+int loom_pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
+              int* position, MPI_Comm comm);
+int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+                MPI_Datatype type, MPI_Comm comm);
+
+/* Writes what Loom made of `type` (IR, canonical form, hash, extents and the
+ * kernel layout for one element) into buf as text, truncated to len bytes
+ * including the terminating NUL. Returns MPI_SUCCESS or an MPI error code. */
+int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_LOOM_H */

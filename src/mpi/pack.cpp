@@ -1,0 +1,83 @@
+// MPI_Pack / MPI_Unpack family done by Loom's engines.
+#include <cstdint>
+
+#include "loom/loom.h"
+#include "mpi/errors.hpp"
+#include "mpi/runtime.hpp"
+#include "pack/host_engine.hpp"
+#include "type/canonical.hpp"
+
+namespace loom::mpi {
+namespace {
+
+// Checks shared by pack and unpack; on success fills the layout of `count`
+// elements and their packed size. `handback` is set when the MPI should do
+// the work itself (Loom off, or a type Loom cannot read).
+int prepare(MPI_Datatype type, int count, const int* position, MPI_Comm comm, pack::Layout& layout,
+            int64_t& bytes, bool& handback) {
+  handback = false;
+  Runtime* rt = runtime();
+  if (!rt) {
+    handback = true;
+    return MPI_SUCCESS;
+  }
+  if (comm == MPI_COMM_NULL) return raise(comm, MPI_ERR_COMM, "null communicator");
+  if (count < 0) return raise(comm, MPI_ERR_COUNT, "negative count");
+  if (!position) return raise(comm, MPI_ERR_ARG, "null position");
+  if (*position < 0) return raise(comm, MPI_ERR_ARG, "negative position");
+  auto e = rt->types.lookup(type);
+  if (!e) {
+    if (e.status().code() == Err::kUnsupported) {
+      handback = true;
+      return MPI_SUCCESS;
+    }
+    return raise(comm, e.status());
+  }
+  const type::TypeInfo& info = *e.value();
+  if (!type::checked_mul(count, info.size, &bytes))
+    return raise(comm, MPI_ERR_COUNT, "packed size overflows");
+  auto l = pack::make_layout(type::repeat(info.form, count, info.extent));
+  if (!l) return raise(comm, l.status());
+  layout = std::move(l.value());
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+}  // namespace loom::mpi
+
+extern "C" int loom_pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf,
+                         int outsize, int* position, MPI_Comm comm) {
+  using namespace loom;
+  pack::Layout layout;
+  int64_t bytes = 0;
+  bool handback = false;
+  int rc = mpi::prepare(type, incount, position, comm, layout, bytes, handback);
+  if (rc != MPI_SUCCESS) return rc;
+  if (handback) return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  if (outsize < 0) return mpi::raise(comm, MPI_ERR_ARG, "negative output size");
+  if (bytes > static_cast<int64_t>(outsize) - *position)
+    return mpi::raise(comm, MPI_ERR_TRUNCATE, "MPI_Pack: output buffer too small");
+  if (bytes > 0 && !outbuf) return mpi::raise(comm, MPI_ERR_BUFFER, "MPI_Pack: null output buffer");
+  // inbuf may be MPI_BOTTOM (null) for types built from absolute addresses.
+  pack::host_pack(layout, inbuf, static_cast<char*>(outbuf) + *position);
+  *position += static_cast<int>(bytes);
+  return MPI_SUCCESS;
+}
+
+extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf,
+                           int outcount, MPI_Datatype type, MPI_Comm comm) {
+  using namespace loom;
+  pack::Layout layout;
+  int64_t bytes = 0;
+  bool handback = false;
+  int rc = mpi::prepare(type, outcount, position, comm, layout, bytes, handback);
+  if (rc != MPI_SUCCESS) return rc;
+  if (handback) return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  if (insize < 0) return mpi::raise(comm, MPI_ERR_ARG, "negative input size");
+  if (bytes > static_cast<int64_t>(insize) - *position)
+    return mpi::raise(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: input shorter than the data");
+  if (bytes > 0 && !inbuf) return mpi::raise(comm, MPI_ERR_BUFFER, "MPI_Unpack: null input buffer");
+  pack::host_unpack(layout, static_cast<const char*>(inbuf) + *position, outbuf);
+  *position += static_cast<int>(bytes);
+  return MPI_SUCCESS;
+}

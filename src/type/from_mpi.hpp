@@ -1,0 +1,18 @@
+// Translation of a committed MPI datatype into Loom's IR, by reading it back
+// with MPI_Type_get_envelope / MPI_Type_get_contents (their _c large-count
+// variants where the MPI is MPI-4). The only file of src/type with mpi.h.
+#pragma once
+
+#include <mpi.h>
+
+#include "type/type_info.hpp"
+#include "util/status.hpp"
+
+namespace loom::type {
+
+// Errors: kNullType for MPI_DATATYPE_NULL, kUnsupported for combiners or
+// named types Loom cannot read (callers hand those back to the MPI),
+// kOverflow, kMpi when the MPI itself fails.
+Result<TypeInfo> translate(MPI_Datatype t);
+
+}  // namespace loom::type

@@ -1,0 +1,47 @@
+// The form cache: what Loom made of each committed datatype, keyed by handle.
+// Entries are built at commit and dropped at free; users of an entry hold a
+// shared_ptr, so a type freed while a message using it is in flight stays
+// valid for that message (MPI allows freeing such types). Equal canonical
+// forms are interned: two handles with the same layout share one form node,
+// so caches further down can key by form pointer.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "type/type_info.hpp"
+#include "util/status.hpp"
+
+namespace loom::type {
+
+class TypeCache {
+ public:
+  using Entry = std::shared_ptr<const TypeInfo>;
+
+  // Reads a just-committed type. Types Loom cannot read are remembered as
+  // unsupported (lookup says kUnsupported: hand them back to the MPI).
+  Result<Entry> commit(MPI_Datatype t);
+  // At MPI_Type_free: forgets the handle (the MPI may reuse it).
+  void release(MPI_Datatype t);
+  // The entry of a committed type; predefined types are read on first use.
+  // kNullType for MPI_DATATYPE_NULL and for derived types never committed.
+  Result<Entry> lookup(MPI_Datatype t);
+
+  size_t size() const;
+  size_t interned_forms() const;
+
+ private:
+  Result<Entry> insert(MPI_Datatype t);
+  NodePtr intern(const NodePtr& form);
+
+  mutable std::shared_mutex mu_;
+  std::unordered_map<MPI_Datatype, Entry> by_handle_;
+  std::unordered_map<MPI_Datatype, Status> unsupported_;
+  std::unordered_multimap<uint64_t, std::weak_ptr<const Node>> forms_;
+};
+
+}  // namespace loom::type

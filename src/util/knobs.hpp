@@ -1,0 +1,37 @@
+// Every LOOM_* setting is declared once, in LOOM_KNOBS below: name, environment
+// variable, default and documentation on one row (as NCCL_PARAM / UCX config
+// tables do). Values are read from the environment once, on first use or at
+// knobs_reload() (which MPI_Init calls), and cached.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace loom {
+
+// X(field, ENV_NAME, default string, documentation)
+#define LOOM_KNOBS(X)                                                                     \
+  X(disable, "LOOM_DISABLE", "0", "1: Loom does nothing; every call goes straight to MPI") \
+  X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")      \
+  X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                  \
+    "comma list of subsystems to log: type,pack,model,transport,mpi or all")
+
+struct Knobs {
+#define LOOM_KNOB_FIELD(field, env, def, doc) std::string field;
+  LOOM_KNOBS(LOOM_KNOB_FIELD)
+#undef LOOM_KNOB_FIELD
+};
+
+struct KnobInfo {
+  const char* env;
+  const char* def;
+  const char* doc;
+  std::string value;  // value in force
+};
+
+const Knobs& knobs();             // cached settings
+void knobs_reload();              // re-read the environment (MPI_Init, tests)
+std::vector<KnobInfo> knob_table();  // for `loom-inspect --config`
+bool knob_true(const std::string& v);
+
+}  // namespace loom

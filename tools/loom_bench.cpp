@@ -1,0 +1,116 @@
+// loom-bench: benchmarks that put Loom beside its baselines in one run.
+//   loom-bench commit [--quick]   translate + canonicalise time per type
+//   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
+// Output is a Markdown table; docs/ keeps the committed results.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "classic_types.hpp"
+#include "loom/loom.h"
+#include "timing.hpp"
+#include "type/from_mpi.hpp"
+
+namespace {
+
+using loom::tools::median_seconds;
+using loom::tools::reps_for;
+
+int bench_commit(bool quick) {
+  struct Case {
+    std::string name;
+    MPI_Datatype t;
+  };
+  std::vector<Case> cases = {
+      {"2D vector 1024 x 8 B", loom::tools::make_2d(1024, 8)},
+      {"2D vector 64 x 4 KiB", loom::tools::make_2d(64, 4096)},
+      {"3D subarray 64^3 in 256^3", loom::tools::make_3d_box(64, 64, 64, 256, 256, 256)},
+      {"3D subarray 1 x 256 x 256 (face)", loom::tools::make_3d_box(1, 256, 256, 256, 256, 256)},
+      {"deep struct (4 levels)", loom::tools::make_deep_struct()},
+  };
+  {  // 3D box as nested hvectors: TEMPI's spelling
+    MPI_Datatype row, plane, box;
+    MPI_Type_vector(1, 64, 256, MPI_BYTE, &row);
+    MPI_Type_create_hvector(64, 1, 256, row, &plane);
+    MPI_Type_create_hvector(64, 1, 256 * 256, plane, &box);
+    MPI_Type_commit(&box);
+    MPI_Type_free(&row);
+    MPI_Type_free(&plane);
+    cases.push_back({"3D box as hvector of hvector of vector", box});
+  }
+  std::printf("| type | median translate + canonicalise (us) | reps |\n|---|---:|---:|\n");
+  for (auto& c : cases) {
+    auto once = [&] {
+      auto r = loom::type::translate(c.t);
+      if (!r) std::abort();
+    };
+    int reps = quick ? 101 : 20001;
+    double s = median_seconds(once, reps);
+    std::printf("| %s | %.2f | %d |\n", c.name.c_str(), s * 1e6, reps);
+    MPI_Type_free(&c.t);
+  }
+  return 0;
+}
+
+int bench_pack(bool quick) {
+  std::printf(
+      "| type | count | packed KiB | MPI_Pack GB/s | Loom pack GB/s | pack ratio | MPI_Unpack GB/s "
+      "| Loom unpack GB/s | unpack ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  struct Case {
+    std::string name;
+    MPI_Datatype t;
+    int count;
+  };
+  std::vector<Case> cases;
+  for (int block : {1, 8, 64, 512, 4096}) {
+    int rows = (quick ? 256 : 4096) * 1024 / block / 8;
+    if (rows < 1) rows = 1;
+    cases.push_back({"2D " + std::to_string(block) + " B blocks", loom::tools::make_2d(rows, block), 8});
+  }
+  for (const auto& c : loom::tools::classic_types())
+    cases.push_back({c.name, c.make(), quick ? std::max(1, c.count / 8) : c.count});
+  for (auto& c : cases) {
+    loom_type_commit(c.t);
+    MPI_Aint lb, ext;
+    int size;
+    MPI_Type_get_extent(c.t, &lb, &ext);
+    MPI_Type_size(c.t, &size);
+    size_t span = static_cast<size_t>(lb + ext * c.count) + 64;
+    std::vector<char> src(span), dst(static_cast<size_t>(size) * c.count), out(span);
+    for (size_t i = 0; i < span; ++i) src[i] = static_cast<char>(i * 13 + 1);
+    int cap = static_cast<int>(dst.size());
+    auto mpi_pack = [&] { int p = 0; MPI_Pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF); };
+    auto loom_p = [&] { int p = 0; loom_pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF); };
+    auto mpi_unp = [&] { int p = 0; MPI_Unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF); };
+    auto loom_u = [&] { int p = 0; loom_unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF); };
+    int reps = reps_for(median_seconds(mpi_pack, 3), quick ? 0.02 : 0.2);
+    double tp = median_seconds(mpi_pack, reps), lp = median_seconds(loom_p, reps);
+    double tu = median_seconds(mpi_unp, reps), lu = median_seconds(loom_u, reps);
+    double b = static_cast<double>(size) * c.count;
+    std::printf("| %s | %d | %.0f | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", c.name.c_str(),
+                c.count, b / 1024, b / tp / 1e9, b / lp / 1e9, tp / lp, b / tu / 1e9, b / lu / 1e9,
+                tu / lu);
+    loom_type_free(c.t);
+    MPI_Type_free(&c.t);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "commit") && std::strcmp(argv[1], "pack"))) {
+    std::fprintf(stderr, "usage: loom-bench commit|pack [--quick]\n");
+    return 2;
+  }
+  bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
+  MPI_Init(&argc, &argv);
+  loom_init();
+  int rc = std::strcmp(argv[1], "commit") == 0 ? bench_commit(quick) : bench_pack(quick);
+  loom_finalize();
+  MPI_Finalize();
+  return rc;
+}
