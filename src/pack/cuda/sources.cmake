@@ -1,0 +1,1 @@
+# Owned by the GPU engine: adds CUDA sources to loom_core.
