@@ -1,5 +1,7 @@
 #include "classic_types.hpp"
 
+#include <cstddef>
+
 namespace loom::tools {
 namespace {
 

@@ -21,7 +21,7 @@ int error_class(Err e) {
 }
 
 int raise(MPI_Comm comm, int mpi_class, const char* what) {
-  LOOM_LOG(kError, kMpi, "%s", what);
+  LOOM_INFO(kMpi, "error raised to the application: %s", what);  // the handler reports it
   MPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, mpi_class);
   return mpi_class;
 }

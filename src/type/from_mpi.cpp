@@ -1,5 +1,7 @@
 #include "type/from_mpi.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "type/canonical.hpp"
@@ -12,6 +14,39 @@ namespace {
 #endif
 
 constexpr int kMaxDepth = 64;
+
+}  // namespace
+
+bool is_predefined(MPI_Datatype t) {
+  // The predefined types of C (and those every MPI defines): known without
+  // asking the MPI, so a stale handle is never passed to it.
+  static const MPI_Datatype table[] = {
+      MPI_CHAR, MPI_SHORT, MPI_INT, MPI_LONG, MPI_LONG_LONG_INT, MPI_LONG_LONG, MPI_SIGNED_CHAR,
+      MPI_UNSIGNED_CHAR, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG,
+      MPI_UNSIGNED_LONG_LONG, MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE, MPI_WCHAR, MPI_C_BOOL,
+      MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T,
+      MPI_UINT64_T, MPI_C_COMPLEX, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
+      MPI_C_LONG_DOUBLE_COMPLEX, MPI_BYTE, MPI_PACKED, MPI_AINT, MPI_OFFSET, MPI_COUNT,
+      MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT};
+  for (MPI_Datatype p : table)
+    if (p == t) return true;
+  return false;
+}
+
+bool is_named(MPI_Datatype t) {
+  if (is_predefined(t)) return true;
+  int comb = 0;
+#ifdef LOOM_MPI_LARGE_COUNT
+  MPI_Count ni, na, nc, nt;  // MPICH refuses the classic query on large-count types
+  if (MPI_Type_get_envelope_c(t, &ni, &na, &nc, &nt, &comb) != MPI_SUCCESS) return false;
+#else
+  int ni, na, nt;
+  if (MPI_Type_get_envelope(t, &ni, &na, &nt, &comb) != MPI_SUCCESS) return false;
+#endif
+  return comb == MPI_COMBINER_NAMED;
+}
+
+namespace {
 
 // The arguments of one constructor, read back from the MPI. `seq` lists the
 // integer, address and large-count arguments in the order of the classic
@@ -26,12 +61,8 @@ struct Contents {
   Contents& operator=(const Contents&) = delete;
   ~Contents() {
     // Handles returned by get_contents for derived types are new references.
-    for (MPI_Datatype& t : types) {
-      int ni, na, nt, comb;
-      if (MPI_Type_get_envelope(t, &ni, &na, &nt, &comb) == MPI_SUCCESS &&
-          comb != MPI_COMBINER_NAMED)
-        MPI_Type_free(&t);
-    }
+    for (MPI_Datatype& t : types)
+      if (!is_named(t)) MPI_Type_free(&t);
   }
 };
 

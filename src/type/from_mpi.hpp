@@ -15,4 +15,10 @@ namespace loom::type {
 // kOverflow, kMpi when the MPI itself fails.
 Result<TypeInfo> translate(MPI_Datatype t);
 
+// True for predefined (named) types, which are never committed or freed.
+// Asks the MPI unless the handle is one of the C predefined types.
+bool is_named(MPI_Datatype t);
+// True for the C predefined types, without asking the MPI.
+bool is_predefined(MPI_Datatype t);
+
 }  // namespace loom::type

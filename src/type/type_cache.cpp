@@ -4,21 +4,6 @@
 #include "util/log.hpp"
 
 namespace loom::type {
-namespace {
-
-bool is_named(MPI_Datatype t) {
-  int ni, na, nt, comb;
-#if MPI_VERSION >= 4
-  MPI_Count cni, cna, cnc, cnt;
-  if (MPI_Type_get_envelope_c(t, &cni, &cna, &cnc, &cnt, &comb) != MPI_SUCCESS) return false;
-  (void)ni, (void)na, (void)nt;
-#else
-  if (MPI_Type_get_envelope(t, &ni, &na, &nt, &comb) != MPI_SUCCESS) return false;
-#endif
-  return comb == MPI_COMBINER_NAMED;
-}
-
-}  // namespace
 
 NodePtr TypeCache::intern(const NodePtr& form) {
   if (!form) return form;
@@ -40,9 +25,13 @@ Result<TypeCache::Entry> TypeCache::insert(MPI_Datatype t) {
   auto info = translate(t);
   std::unique_lock lk(mu_);
   if (!info) {
-    if (info.status().code() == Err::kUnsupported) unsupported_[t] = info.status();
-    LOOM_INFO(kType, "type not accelerated: %s", info.status().message().c_str());
-    return info.status();
+    // Anything Loom cannot read (unknown combiner, sizes past 64 bits, an MPI
+    // query that failed) is handed back to the MPI, which may know better.
+    if (info.status().code() == Err::kNullType) return info.status();
+    Status s(Err::kUnsupported, info.status().message());
+    unsupported_[t] = s;
+    LOOM_INFO(kType, "type not accelerated: %s", s.message().c_str());
+    return s;
   }
   info->form = intern(info->form);
   auto e = std::make_shared<const TypeInfo>(std::move(info.value()));
@@ -56,6 +45,12 @@ Result<TypeCache::Entry> TypeCache::insert(MPI_Datatype t) {
 Result<TypeCache::Entry> TypeCache::commit(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return Status(Err::kNullType, "MPI_DATATYPE_NULL");
   return insert(t);
+}
+
+void TypeCache::mark_unsupported(MPI_Datatype t, Status why) {
+  std::unique_lock lk(mu_);
+  by_handle_.erase(t);
+  unsupported_[t] = Status(Err::kUnsupported, why.message());
 }
 
 void TypeCache::release(MPI_Datatype t) {
@@ -73,8 +68,10 @@ Result<TypeCache::Entry> TypeCache::lookup(MPI_Datatype t) {
     auto u = unsupported_.find(t);
     if (u != unsupported_.end()) return u->second;
   }
-  if (is_named(t)) return insert(t);
-  return Status(Err::kNullType, "datatype was not committed");
+  // Only C predefined types are read on first use; any other unknown handle
+  // (never committed, or freed) is not passed to the MPI from here.
+  if (is_predefined(t)) return insert(t);
+  return Status(Err::kNullType, "datatype not committed through Loom");
 }
 
 size_t TypeCache::size() const {

@@ -25,10 +25,14 @@ class TypeCache {
   // Reads a just-committed type. Types Loom cannot read are remembered as
   // unsupported (lookup says kUnsupported: hand them back to the MPI).
   Result<Entry> commit(MPI_Datatype t);
+  // Declines a type (a layer above found it cannot serve it): lookups hand it
+  // back to the MPI from now on.
+  void mark_unsupported(MPI_Datatype t, Status why);
   // At MPI_Type_free: forgets the handle (the MPI may reuse it).
   void release(MPI_Datatype t);
-  // The entry of a committed type; predefined types are read on first use.
-  // kNullType for MPI_DATATYPE_NULL and for derived types never committed.
+  // The entry of a committed type; C predefined types are read on first use.
+  // kNullType for MPI_DATATYPE_NULL and for any other handle Loom has not
+  // seen committed (callers hand those to the MPI, which knows them or not).
   Result<Entry> lookup(MPI_Datatype t);
 
   size_t size() const;

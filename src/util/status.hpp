@@ -48,6 +48,8 @@ class [[nodiscard]] Result {
   explicit operator bool() const { return is_ok(); }
   T& value() { return std::get<T>(v_); }
   const T& value() const { return std::get<T>(v_); }
+  T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   Status status() const { return is_ok() ? Status::ok() : std::get<Status>(v_); }

@@ -1,0 +1,112 @@
+// Kernels and their launches. The kernels are thin grid-stride loops around
+// the agents (agent.hpp); which one runs, with which word and grid, was
+// decided by plan() (policy.cpp). Six instances in all: words x {1,2,4,8,16},
+// segments x 1; the direction (pack or unpack) is a uniform runtime flag.
+#include "pack/cuda/check.hpp"
+#include "pack/cuda/dispatch.hpp"
+
+namespace loom::pack::gpu {
+namespace {
+
+// One word per item; each thread keeps words_items(W) loads in flight, and
+// consecutive threads take consecutive packed words, so the packed side is
+// fully coalesced and the user side as coalesced as the layout allows.
+template <int W>
+__global__ void __launch_bounds__(kThreads) words_kernel(const WordArgs a) {
+  using T = typename WordOf<W>::T;
+  constexpr int kItems = words_items(W);
+  const int64_t n = a.geom.nwords;
+  const int64_t step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t g0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
+    T v[kItems];
+    char* dst[kItems];
+    LOOM_UNROLL
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t g = g0 + k * step;
+      if (g < n) {
+        const char* src;
+        word_ends<W>(a, g, &src, &dst[k]);
+        v[k] = load_as<T>(src);
+      }
+    }
+    LOOM_UNROLL
+    for (int k = 0; k < kItems; ++k)
+      if (g0 + k * step < n) store_as<T>(dst[k], v[k]);
+  }
+}
+
+// One piece per group of `lanes` lanes (a warp for long blocks).
+__global__ void __launch_bounds__(kThreads) segments_kernel(const SegArgs a) {
+  const int64_t tid = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int lane = static_cast<int>(threadIdx.x) & (a.lanes - 1);
+  const int64_t groups = (int64_t{gridDim.x} * blockDim.x) >> a.lanes_log2;
+  for (int64_t i = tid >> a.lanes_log2; i < a.geom.nitems; i += groups) seg_move(a, i, lane);
+}
+
+template <int W>
+Status launch_words(const Launch& l, cudaStream_t s) {
+  words_kernel<W><<<static_cast<unsigned>(l.grid), l.threads, 0, s>>>(l.words);
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+template <int W>
+Status occupancy_words(int* out) {
+  LOOM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, words_kernel<W>, kThreads, 0));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status read_device_shape(int device, DeviceShape* out) {
+  DeviceShape s;
+  s.device = device;
+  LOOM_CUDA_TRY(cudaDeviceGetAttribute(&s.sm_count, cudaDevAttrMultiProcessorCount, device));
+  // Occupancy is asked of the current device: make `device` current meanwhile.
+  int cur = 0;
+  LOOM_CUDA_TRY(cudaGetDevice(&cur));
+  if (cur != device) LOOM_CUDA_TRY(cudaSetDevice(device));
+  Status st = [&]() -> Status {
+    LOOM_TRY(occupancy_words<1>(&s.words_ctas_per_sm[0]));
+    LOOM_TRY(occupancy_words<2>(&s.words_ctas_per_sm[1]));
+    LOOM_TRY(occupancy_words<4>(&s.words_ctas_per_sm[2]));
+    LOOM_TRY(occupancy_words<8>(&s.words_ctas_per_sm[3]));
+    LOOM_TRY(occupancy_words<16>(&s.words_ctas_per_sm[4]));
+    LOOM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s.segs_ctas_per_sm,
+                                                                segments_kernel, kThreads, 0));
+    return Status::ok();
+  }();
+  if (cur != device) LOOM_CUDA_TRY(cudaSetDevice(cur));
+  LOOM_TRY(st);
+  for (int& c : s.words_ctas_per_sm) c = c < 1 ? 1 : c;
+  if (s.segs_ctas_per_sm < 1) s.segs_ctas_per_sm = 1;
+  if (s.sm_count < 1) s.sm_count = 1;
+  *out = s;
+  return Status::ok();
+}
+
+Status launch(const Launch& l, cudaStream_t stream) {
+  switch (l.kind) {
+    case KernelKind::kNone: return Status::ok();
+    case KernelKind::kMemcpy:
+      LOOM_CUDA_TRY(cudaMemcpyAsync(l.dst, l.src, static_cast<size_t>(l.bytes), cudaMemcpyDefault,
+                                    stream));
+      return Status::ok();
+    case KernelKind::kWords:
+      switch (l.word) {
+        case 1: return launch_words<1>(l, stream);
+        case 2: return launch_words<2>(l, stream);
+        case 4: return launch_words<4>(l, stream);
+        case 8: return launch_words<8>(l, stream);
+        case 16: return launch_words<16>(l, stream);
+        default: return Status(Err::kInternal, "words kernel: bad word width");
+      }
+    case KernelKind::kSegments:
+      segments_kernel<<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(l.segs);
+      LOOM_CUDA_TRY(cudaGetLastError());
+      return Status::ok();
+  }
+  return Status(Err::kInternal, "unknown kernel kind");
+}
+
+}  // namespace loom::pack::gpu

@@ -1,0 +1,94 @@
+// Where each piece of work lives: the index math of the two GPU kernel
+// families, as plain host/device functions so the CPU tests run exactly what
+// the kernels run. Offsets on the user side are relative to user + base.
+#pragma once
+
+#include <cstdint>
+
+#include "pack/cuda/fast_div.hpp"
+
+#if defined(__CUDA_ARCH__)
+#define LOOM_LDG(p) __ldg(p)
+#else
+#define LOOM_LDG(p) (*(p))
+#endif
+
+namespace loom::pack::gpu {
+
+// Words kernel: the message is `nwords` words of W bytes in packed order.
+// Word g is word r = g % wpu of unit u = g / wpu, where a unit is a strided
+// block (kStrided) or a tile (kBlocks) placed by `dims`. Inside a unit the
+// r-th word sits at r * W (a block) or, for a tile, at the offset that
+// `table` gives for its table word (table words are W << table_shift bytes:
+// the layout's own alignment, which a misaligned pointer may split further).
+struct WordGeom {
+  int64_t nwords = 0;
+  Divisor wpu;
+  FastDims dims;
+  const int32_t* table = nullptr;
+  int table_shift = 0;
+};
+
+LOOM_HD int64_t word_user_offset(const WordGeom& g, int64_t w, int W) {
+  int64_t r = 0, u = w;
+  if (g.wpu.d != 1) u = divmod(g.wpu, w, &r);
+  int64_t in;
+  if (g.table) {
+    const int64_t mask = (int64_t{1} << g.table_shift) - 1;
+    in = int64_t{LOOM_LDG(g.table + (r >> g.table_shift))} + (r & mask) * W;
+  } else {
+    in = r * W;
+  }
+  return fast_dims_offset(g.dims, u) + in;
+}
+
+// One contiguous run of a tile: `len` bytes at user offset `src` and packed
+// offset `dst`, both relative to the tile. Long blocks are cut into several.
+struct Seg {
+  int64_t src = 0;
+  int64_t dst = 0;
+  int64_t len = 0;
+};
+
+// Segments kernel: `nitems` runs, `per_unit` of them per unit; unit u sits at
+// user offset fast_dims_offset(dims, u) and packed offset u * unit_bytes.
+// With `segs` null the unit is one strided block of `unit_len` bytes cut
+// into pieces of `seg_bytes` (a multiple of 16, so every piece of a block has
+// the same relative alignment).
+struct SegGeom {
+  int64_t nitems = 0;
+  Divisor per_unit;
+  FastDims dims;
+  int64_t unit_bytes = 0;
+  const Seg* segs = nullptr;
+  int64_t seg_bytes = 0;
+  int64_t unit_len = 0;
+};
+
+struct SegRef {
+  int64_t user = 0;
+  int64_t packed = 0;
+  int64_t len = 0;
+};
+
+LOOM_HD SegRef seg_item(const SegGeom& g, int64_t i) {
+  int64_t k = 0;
+  int64_t u = divmod(g.per_unit, i, &k);
+  SegRef s;
+  s.user = fast_dims_offset(g.dims, u);
+  s.packed = u * g.unit_bytes;
+  if (g.segs) {
+    const Seg* p = g.segs + k;
+    s.user += LOOM_LDG(&p->src);
+    s.packed += LOOM_LDG(&p->dst);
+    s.len = LOOM_LDG(&p->len);
+  } else {
+    const int64_t at = k * g.seg_bytes;
+    s.user += at;
+    s.packed += at;
+    s.len = g.unit_len - at < g.seg_bytes ? g.unit_len - at : g.seg_bytes;
+  }
+  return s;
+}
+
+}  // namespace loom::pack::gpu

@@ -1,0 +1,165 @@
+#include "pack/gpu_engine.hpp"
+
+#include <cstdio>
+#include <string>
+
+#include "pack/cuda/check.hpp"
+#include "pack/cuda/dispatch.hpp"
+#include "pack/cuda/policy.hpp"
+
+namespace loom::pack {
+
+struct GpuLayout::Impl {
+  gpu::Prepared prep;
+  int device = 0;
+  void* mem = nullptr;  // one allocation: segments, table, blocks, prefix
+  size_t mem_bytes = 0;
+  LayoutView dview;
+
+  ~Impl() {
+    if (mem) {
+      // At process exit the runtime may already be gone: nothing to report then.
+      if (cudaFree(mem) != cudaSuccess) (void)cudaGetLastError();
+    }
+  }
+};
+
+namespace {
+
+size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Copies n bytes of `src` to offset *at of the device allocation `base` and
+// returns where they landed; *at moves past them, keeping 256 B alignment.
+Status upload(char* base, size_t* at, const void* src, size_t n, const void** where) {
+  *where = nullptr;
+  if (n == 0) return Status::ok();
+  LOOM_CUDA_TRY(cudaMemcpy(base + *at, src, n, cudaMemcpyHostToDevice));
+  *where = base + *at;
+  *at += round_up(n, 256);
+  return Status::ok();
+}
+
+}  // namespace
+
+GpuLayout::GpuLayout(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuLayout::GpuLayout(GpuLayout&&) noexcept = default;
+GpuLayout& GpuLayout::operator=(GpuLayout&&) noexcept = default;
+GpuLayout::~GpuLayout() = default;
+
+Result<GpuLayout> GpuLayout::create(const Layout& l) {
+  if (!gpu_available()) return Status(Err::kUnsupported, "no usable CUDA device");
+  auto impl = std::make_unique<Impl>();
+  LOOM_CUDA_TRY(cudaGetDevice(&impl->device));
+  gpu::DeviceShape shape;
+  LOOM_TRY(gpu::read_device_shape(impl->device, &shape));
+  impl->prep = gpu::prepare(l, shape);
+  impl->dview = l.view();
+  impl->dview.blocks = nullptr;
+  impl->dview.prefix = nullptr;
+
+  const gpu::Prepared& p = impl->prep;
+  const size_t seg_n = p.seg_list.size() * sizeof(gpu::Seg);
+  const size_t tab_n = p.table.size() * sizeof(int32_t);
+  const size_t blk_n = l.kind == LayoutKind::kBlocks ? l.blocks.size() * sizeof(Block) : 0;
+  const size_t pre_n = l.kind == LayoutKind::kBlocks ? l.prefix.size() * sizeof(int64_t) : 0;
+  const size_t need =
+      round_up(seg_n, 256) + round_up(tab_n, 256) + round_up(blk_n, 256) + round_up(pre_n, 256);
+  const void* segs = nullptr;
+  const void* table = nullptr;
+  if (need > 0) {
+    LOOM_CUDA_TRY(cudaMalloc(&impl->mem, need));
+    impl->mem_bytes = need;
+    char* base = static_cast<char*>(impl->mem);
+    size_t at = 0;
+    const void* blocks = nullptr;
+    const void* prefix = nullptr;
+    LOOM_TRY(upload(base, &at, p.seg_list.data(), seg_n, &segs));
+    LOOM_TRY(upload(base, &at, p.table.data(), tab_n, &table));
+    LOOM_TRY(upload(base, &at, l.blocks.data(), blk_n, &blocks));
+    LOOM_TRY(upload(base, &at, l.prefix.data(), pre_n, &prefix));
+    impl->dview.blocks = static_cast<const Block*>(blocks);
+    impl->dview.prefix = static_cast<const int64_t*>(prefix);
+  }
+  impl->prep.bind(static_cast<const gpu::Seg*>(segs), static_cast<const int32_t*>(table));
+  return GpuLayout(std::move(impl));
+}
+
+LayoutKind GpuLayout::kind() const { return impl_ ? impl_->prep.kind : LayoutKind::kEmpty; }
+int64_t GpuLayout::total() const { return impl_ ? impl_->prep.total : 0; }
+int GpuLayout::device() const { return impl_ ? impl_->device : -1; }
+size_t GpuLayout::device_bytes() const { return impl_ ? impl_->mem_bytes : 0; }
+LayoutView GpuLayout::device_view() const { return impl_ ? impl_->dview : LayoutView{}; }
+const gpu::Prepared& GpuLayout::prepared() const { return impl_->prep; }
+
+std::string GpuLayout::describe() const {
+  if (!impl_) return "gpu layout: none";
+  const gpu::Prepared& p = impl_->prep;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "gpu layout on device %d: %lld B, %lld units of %lld B, align %d, "
+                "segments lanes=%d pieces=%lld, table %s, %zu B on device",
+                impl_->device, static_cast<long long>(p.total), static_cast<long long>(p.nunits),
+                static_cast<long long>(p.unit_len), p.layout_align, p.segs.lanes,
+                static_cast<long long>(p.segs.geom.nitems), p.has_table ? "yes" : "no",
+                impl_->mem_bytes);
+  return buf;
+}
+
+bool gpu_available() {
+  // Asked once: the answer cannot change within a process.
+  static const bool ok = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return n > 0;
+  }();
+  return ok;
+}
+
+namespace {
+
+Status run(const GpuLayout& l, const void* user, const void* packed, bool pack,
+           cudaStream_t stream) {
+  if (l.total() == 0) return Status::ok();  // also a moved-from layout
+  if (!user || !packed) return Status(Err::kInvalidArg, "gpu pack/unpack: null buffer");
+  const gpu::Prepared& p = l.prepared();
+  if (p.kind == LayoutKind::kBlocks) {  // its arrays live on one device
+    int dev = 0;
+    LOOM_CUDA_TRY(cudaGetDevice(&dev));
+    if (dev != l.device())
+      return Status(Err::kInvalidArg, "gpu layout made on device " + std::to_string(l.device()) +
+                                          " used on device " + std::to_string(dev));
+  }
+  return gpu::launch(gpu::plan(p, user, packed, pack), stream);
+}
+
+}  // namespace
+
+Status gpu_pack(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream) {
+  return run(l, user, packed, true, stream);
+}
+
+Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream) {
+  return run(l, user, packed, false, stream);
+}
+
+Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream) {
+  LOOM_TRY(gpu_pack(l, user, packed, stream));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status::ok();
+}
+
+Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream) {
+  LOOM_TRY(gpu_unpack(l, packed, user, stream));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status::ok();
+}
+
+std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack) {
+  if (l.total() == 0) return "none (empty)";
+  return gpu::describe(gpu::plan(l.prepared(), user, packed, pack));
+}
+
+}  // namespace loom::pack

@@ -1,0 +1,75 @@
+// GPU pack/unpack engine: moves a Layout's bytes between a user buffer in GPU
+// memory and a packed buffer (GPU memory, or mapped pinned host memory) with
+// one stream-ordered launch. MPI-free; plain C++ for its callers.
+//
+//   auto gl = GpuLayout::create(layout);          // once per Layout: uploads, selects
+//   gpu_pack(*gl, user, packed, stream);          // per message: < 1 us of host work
+//
+// The bytes produced equal host_pack's; unpack writes exactly the layout's
+// bytes (gaps are untouched). A layout that overlaps itself may be packed,
+// but unpacking into it is a race (MPI forbids such receive types).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "pack/layout.hpp"
+#include "util/status.hpp"
+
+namespace loom::pack {
+
+namespace gpu {
+struct Prepared;
+}
+
+// A Layout made ready for the GPU: the kernel choice and launch shapes for it
+// (selected once here), and device copies of its per-tile arrays. Tied to the
+// device that was current at create(); read-only afterwards, so one GpuLayout
+// may serve concurrent packs on several streams.
+class GpuLayout {
+ public:
+  static Result<GpuLayout> create(const Layout& l);
+
+  GpuLayout(GpuLayout&&) noexcept;
+  GpuLayout& operator=(GpuLayout&&) noexcept;
+  ~GpuLayout();
+
+  LayoutKind kind() const;
+  int64_t total() const;       // packed bytes
+  int device() const;
+  size_t device_bytes() const;  // device memory this layout holds
+  // The layout with its blocks/prefix arrays in device memory (kBlocks), for
+  // device code that wants packed_to_offset(); empty arrays otherwise.
+  LayoutView device_view() const;
+  std::string describe() const;  // the layout and the prepared kernels
+
+  const gpu::Prepared& prepared() const;  // for the engine and its tests
+
+ private:
+  struct Impl;
+  explicit GpuLayout(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when a CUDA device can be used (false, quietly, with no GPU or driver).
+bool gpu_available();
+
+// Asynchronous, ordered on `stream`: pack reads `user` (the buffer the
+// layout's offsets start from) and writes total() bytes at `packed`; unpack
+// does the reverse. Returns once the work is enqueued; buffers must stay
+// alive until the stream reaches it.
+Status gpu_pack(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
+Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);
+
+// The same, then waits for `stream`.
+Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
+Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);
+
+// Which kernel, word width and grid a call with these pointers would use.
+std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack);
+
+}  // namespace loom::pack
