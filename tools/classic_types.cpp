@@ -78,15 +78,29 @@ std::vector<ClassicType> classic_types() {
                },
                8});
   v.push_back({"2D sub-block as subarray (same layout)", "2d",
-               [] { return subarray({512, 256}, {512, 64}, {0, 0}, MPI_DOUBLE); }, 8});
+               [] {
+                 return subarray({512, 256}, {512, 64}, {0, 0}, MPI_DOUBLE);
+               },
+               8});
   v.push_back({"3D halo face x (128^3 double grid)", "3d",
-               [] { return subarray({128, 128, 128}, {128, 128, 1}, {0, 0, 0}, MPI_DOUBLE); }, 8});
+               [] {
+                 return subarray({128, 128, 128}, {128, 128, 1}, {0, 0, 0}, MPI_DOUBLE);
+               },
+               8});
   v.push_back({"3D halo face y (128^3 double grid)", "3d",
-               [] { return subarray({128, 128, 128}, {128, 1, 128}, {0, 0, 0}, MPI_DOUBLE); }, 8});
+               [] {
+                 return subarray({128, 128, 128}, {128, 1, 128}, {0, 0, 0}, MPI_DOUBLE);
+               },
+               8});
   v.push_back({"3D halo face z (128^3 double grid)", "3d",
-               [] { return subarray({128, 128, 128}, {1, 128, 128}, {0, 0, 0}, MPI_DOUBLE); }, 8});
+               [] {
+                 return subarray({128, 128, 128}, {1, 128, 128}, {0, 0, 0}, MPI_DOUBLE);
+               },
+               8});
   v.push_back({"4D subarray (16^4 float, inner 8^4 box)", "3d",
-               [] { return subarray({16, 16, 16, 16}, {8, 8, 8, 8}, {4, 4, 4, 4}, MPI_FLOAT); },
+               [] {
+                 return subarray({16, 16, 16, 16}, {8, 8, 8, 8}, {4, 4, 4, 4}, MPI_FLOAT);
+               },
                256});
   v.push_back({"HAND indexed {2,2,2,2,3,4} at {1,10,18,26,40,56} float", "irregular",
                [] {
@@ -117,8 +131,8 @@ std::vector<ClassicType> classic_types() {
                  return commit(r);
                },
                65536});
-  v.push_back({"deep struct (struct of vector of hvector of indexed)", "struct", make_deep_struct,
-               4096});
+  v.push_back(
+      {"deep struct (struct of vector of hvector of indexed)", "struct", make_deep_struct, 4096});
   return v;
 }
 

@@ -13,7 +13,7 @@ namespace loom::tools {
 
 struct ClassicType {
   std::string name;
-  std::string family;  // "2d", "3d", "irregular", "struct", "contiguous"
+  std::string family;                  // "2d", "3d", "irregular", "struct", "contiguous"
   std::function<MPI_Datatype()> make;  // returns a committed type; caller frees
   int count;                           // elements per message in the demo
 };

@@ -68,7 +68,8 @@ int bench_pack(bool quick) {
   for (int block : {1, 8, 64, 512, 4096}) {
     int rows = (quick ? 256 : 4096) * 1024 / block / 8;
     if (rows < 1) rows = 1;
-    cases.push_back({"2D " + std::to_string(block) + " B blocks", loom::tools::make_2d(rows, block), 8});
+    cases.push_back(
+        {"2D " + std::to_string(block) + " B blocks", loom::tools::make_2d(rows, block), 8});
   }
   for (const auto& c : loom::tools::classic_types())
     cases.push_back({c.name, c.make(), quick ? std::max(1, c.count / 8) : c.count});
@@ -82,10 +83,22 @@ int bench_pack(bool quick) {
     std::vector<char> src(span), dst(static_cast<size_t>(size) * c.count), out(span);
     for (size_t i = 0; i < span; ++i) src[i] = static_cast<char>(i * 13 + 1);
     int cap = static_cast<int>(dst.size());
-    auto mpi_pack = [&] { int p = 0; MPI_Pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF); };
-    auto loom_p = [&] { int p = 0; loom_pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF); };
-    auto mpi_unp = [&] { int p = 0; MPI_Unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF); };
-    auto loom_u = [&] { int p = 0; loom_unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF); };
+    auto mpi_pack = [&] {
+      int p = 0;
+      MPI_Pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF);
+    };
+    auto loom_p = [&] {
+      int p = 0;
+      loom_pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF);
+    };
+    auto mpi_unp = [&] {
+      int p = 0;
+      MPI_Unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF);
+    };
+    auto loom_u = [&] {
+      int p = 0;
+      loom_unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF);
+    };
     int reps = reps_for(median_seconds(mpi_pack, 3), quick ? 0.02 : 0.2);
     double tp = median_seconds(mpi_pack, reps), lp = median_seconds(loom_p, reps);
     double tu = median_seconds(mpi_unp, reps), lu = median_seconds(loom_u, reps);

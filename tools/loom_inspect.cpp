@@ -28,7 +28,8 @@ double pack_seconds(bool use_loom, MPI_Datatype t, int count, const std::vector<
   auto once = [&] {
     int pos = 0;
     if (use_loom)
-      loom_pack(src.data(), count, t, dst.data(), static_cast<int>(dst.size()), &pos, MPI_COMM_SELF);
+      loom_pack(src.data(), count, t, dst.data(), static_cast<int>(dst.size()), &pos,
+                MPI_COMM_SELF);
     else
       MPI_Pack(src.data(), count, t, dst.data(), static_cast<int>(dst.size()), &pos, MPI_COMM_SELF);
   };
@@ -70,8 +71,7 @@ int main(int argc, char** argv) {
     bool same = ref == dst;
     double bytes = static_cast<double>(size) * c.count;
     std::printf("| %s | %d | %.0f KiB | %.2f | %.2f | %.2fx%s |\n", c.name.c_str(), c.count,
-                bytes / 1024, bytes / tm / 1e9, bytes / tl / 1e9, tm / tl,
-                same ? "" : " MISMATCH");
+                bytes / 1024, bytes / tm / 1e9, bytes / tl / 1e9, tm / tl, same ? "" : " MISMATCH");
     loom_type_free(t);
     MPI_Type_free(&t);
   }

@@ -6,16 +6,26 @@ namespace loom::mpi {
 
 int error_class(Err e) {
   switch (e) {
-    case Err::kOk: return MPI_SUCCESS;
-    case Err::kInvalidArg: return MPI_ERR_ARG;
-    case Err::kNullType: return MPI_ERR_TYPE;
-    case Err::kUnsupported: return MPI_ERR_UNSUPPORTED_OPERATION;
-    case Err::kOverflow: return MPI_ERR_COUNT;
-    case Err::kTruncate: return MPI_ERR_TRUNCATE;
-    case Err::kNoMemory: return MPI_ERR_NO_MEM;
-    case Err::kCuda: return MPI_ERR_OTHER;
-    case Err::kMpi: return MPI_ERR_OTHER;
-    case Err::kInternal: return MPI_ERR_INTERN;
+    case Err::kOk:
+      return MPI_SUCCESS;
+    case Err::kInvalidArg:
+      return MPI_ERR_ARG;
+    case Err::kNullType:
+      return MPI_ERR_TYPE;
+    case Err::kUnsupported:
+      return MPI_ERR_UNSUPPORTED_OPERATION;
+    case Err::kOverflow:
+      return MPI_ERR_COUNT;
+    case Err::kTruncate:
+      return MPI_ERR_TRUNCATE;
+    case Err::kNoMemory:
+      return MPI_ERR_NO_MEM;
+    case Err::kCuda:
+      return MPI_ERR_OTHER;
+    case Err::kMpi:
+      return MPI_ERR_OTHER;
+    case Err::kInternal:
+      return MPI_ERR_INTERN;
   }
   return MPI_ERR_OTHER;
 }

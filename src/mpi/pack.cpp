@@ -64,8 +64,8 @@ extern "C" int loom_pack(const void* inbuf, int incount, MPI_Datatype type, void
   return MPI_SUCCESS;
 }
 
-extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf,
-                           int outcount, MPI_Datatype type, MPI_Comm comm) {
+extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+                           MPI_Datatype type, MPI_Comm comm) {
   using namespace loom;
   pack::Layout layout;
   int64_t bytes = 0;

@@ -11,7 +11,9 @@ namespace {
 std::atomic<Runtime*> g_runtime{nullptr};
 }
 
-Runtime* runtime() { return g_runtime.load(std::memory_order_acquire); }
+Runtime* runtime() {
+  return g_runtime.load(std::memory_order_acquire);
+}
 
 }  // namespace loom
 

@@ -26,7 +26,9 @@ struct GpuLayout::Impl {
 
 namespace {
 
-size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+size_t round_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
 
 // Copies n bytes of `src` to offset *at of the device allocation `base` and
 // returns where they landed; *at moves past them, keeping 256 B alignment.
@@ -84,12 +86,24 @@ Result<GpuLayout> GpuLayout::create(const Layout& l) {
   return GpuLayout(std::move(impl));
 }
 
-LayoutKind GpuLayout::kind() const { return impl_ ? impl_->prep.kind : LayoutKind::kEmpty; }
-int64_t GpuLayout::total() const { return impl_ ? impl_->prep.total : 0; }
-int GpuLayout::device() const { return impl_ ? impl_->device : -1; }
-size_t GpuLayout::device_bytes() const { return impl_ ? impl_->mem_bytes : 0; }
-LayoutView GpuLayout::device_view() const { return impl_ ? impl_->dview : LayoutView{}; }
-const gpu::Prepared& GpuLayout::prepared() const { return impl_->prep; }
+LayoutKind GpuLayout::kind() const {
+  return impl_ ? impl_->prep.kind : LayoutKind::kEmpty;
+}
+int64_t GpuLayout::total() const {
+  return impl_ ? impl_->prep.total : 0;
+}
+int GpuLayout::device() const {
+  return impl_ ? impl_->device : -1;
+}
+size_t GpuLayout::device_bytes() const {
+  return impl_ ? impl_->mem_bytes : 0;
+}
+LayoutView GpuLayout::device_view() const {
+  return impl_ ? impl_->dview : LayoutView{};
+}
+const gpu::Prepared& GpuLayout::prepared() const {
+  return impl_->prep;
+}
 
 std::string GpuLayout::describe() const {
   if (!impl_) return "gpu layout: none";

@@ -39,7 +39,7 @@ class GpuLayout {
   ~GpuLayout();
 
   LayoutKind kind() const;
-  int64_t total() const;       // packed bytes
+  int64_t total() const;  // packed bytes
   int device() const;
   size_t device_bytes() const;  // device memory this layout holds
   // The layout with its blocks/prefix arrays in device memory (kBlocks), for

@@ -52,7 +52,8 @@ template <bool kPack>
 void run(const Layout& l, char* user, char* packed) {
   user += l.base;
   switch (l.kind) {
-    case LayoutKind::kEmpty: return;
+    case LayoutKind::kEmpty:
+      return;
     case LayoutKind::kContiguous:
       if (kPack)
         std::memcpy(packed, user, l.total);
@@ -61,12 +62,18 @@ void run(const Layout& l, char* user, char* packed) {
       return;
     case LayoutKind::kStrided: {
       switch (l.block_len) {
-        case 1: return strided_fixed<kPack, 1>(l, user, packed);
-        case 2: return strided_fixed<kPack, 2>(l, user, packed);
-        case 4: return strided_fixed<kPack, 4>(l, user, packed);
-        case 8: return strided_fixed<kPack, 8>(l, user, packed);
-        case 16: return strided_fixed<kPack, 16>(l, user, packed);
-        default: break;
+        case 1:
+          return strided_fixed<kPack, 1>(l, user, packed);
+        case 2:
+          return strided_fixed<kPack, 2>(l, user, packed);
+        case 4:
+          return strided_fixed<kPack, 4>(l, user, packed);
+        case 8:
+          return strided_fixed<kPack, 8>(l, user, packed);
+        case 16:
+          return strided_fixed<kPack, 16>(l, user, packed);
+        default:
+          break;
       }
       const int64_t n = l.block_len;
       for_each_rep(l.dims, [&](int64_t off) {

@@ -74,7 +74,8 @@ LOOM_HD int64_t find_block(const int64_t* prefix, int64_t nblocks, int64_t withi
 // Buffer offset of packed byte p (0 <= p < total).
 LOOM_HD int64_t packed_to_offset(const LayoutView& v, int64_t p) {
   switch (v.kind) {
-    case LayoutKind::kContiguous: return v.base + p;
+    case LayoutKind::kContiguous:
+      return v.base + p;
     case LayoutKind::kStrided: {
       int64_t b = p / v.block_len;
       return v.base + dims_offset(v.dims, v.ndims, b) + (p - b * v.block_len);
@@ -85,7 +86,8 @@ LOOM_HD int64_t packed_to_offset(const LayoutView& v, int64_t p) {
       int64_t b = find_block(v.prefix, v.nblocks, w);
       return v.base + dims_offset(v.dims, v.ndims, t) + v.blocks[b].off + (w - v.prefix[b]);
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 

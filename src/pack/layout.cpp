@@ -70,10 +70,14 @@ LayoutView Layout::view() const {
 
 int64_t Layout::nblocks_total() const {
   switch (kind) {
-    case LayoutKind::kEmpty: return 0;
-    case LayoutKind::kContiguous: return 1;
-    case LayoutKind::kStrided: return total / block_len;
-    case LayoutKind::kBlocks: return (total / tile_bytes) * static_cast<int64_t>(blocks.size());
+    case LayoutKind::kEmpty:
+      return 0;
+    case LayoutKind::kContiguous:
+      return 1;
+    case LayoutKind::kStrided:
+      return total / block_len;
+    case LayoutKind::kBlocks:
+      return (total / tile_bytes) * static_cast<int64_t>(blocks.size());
   }
   return 0;
 }
@@ -82,9 +86,11 @@ std::string Layout::describe() const {
   char buf[160];
   std::string s;
   switch (kind) {
-    case LayoutKind::kEmpty: return "empty";
+    case LayoutKind::kEmpty:
+      return "empty";
     case LayoutKind::kContiguous:
-      std::snprintf(buf, sizeof buf, "contiguous %lld B at %lld", (long long)total, (long long)base);
+      std::snprintf(buf, sizeof buf, "contiguous %lld B at %lld", (long long)total,
+                    (long long)base);
       return buf;
     case LayoutKind::kStrided:
       std::snprintf(buf, sizeof buf, "strided %dD: %lld x %lld B at %lld, strides {",

@@ -16,9 +16,9 @@ struct Layout {
   int64_t base = 0;
   int64_t total = 0;
   int64_t block_len = 0;
-  std::vector<Dim> dims;       // outermost first, at most kMaxDims
-  std::vector<Block> blocks;   // kBlocks: one tile
-  std::vector<int64_t> prefix; // kBlocks: nblocks + 1 entries
+  std::vector<Dim> dims;        // outermost first, at most kMaxDims
+  std::vector<Block> blocks;    // kBlocks: one tile
+  std::vector<int64_t> prefix;  // kBlocks: nblocks + 1 entries
   int64_t tile_bytes = 0;
 
   // A view over this layout's arrays (host memory); valid while it lives.

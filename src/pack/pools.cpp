@@ -46,7 +46,9 @@ Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(opt) {
   if (cudaGetDevice(&device_) != cudaSuccess) (void)cudaGetLastError();
 }
 
-Pool::~Pool() { release_all(); }
+Pool::~Pool() {
+  release_all();
+}
 
 Status Pool::allocate(size_t bytes, PoolBlock* out) {
   *out = PoolBlock{};
@@ -145,7 +147,8 @@ Status Pool::release_after(const PoolBlock& b, cudaStream_t stream) {
   if (!b.ptr) return Status::ok();
   std::lock_guard<std::mutex> lk(mu_);
   auto it = used_.find(b.ptr);
-  if (it == used_.end()) return Status(Err::kInvalidArg, "pool: release of a block it does not hold");
+  if (it == used_.end())
+    return Status(Err::kInvalidArg, "pool: release of a block it does not hold");
   cudaEvent_t ev = nullptr;
   if (!events_.empty()) {
     ev = events_.back();

@@ -29,8 +29,8 @@ struct PoolBlock {
 };
 
 struct PoolOptions {
-  size_t min_class = 4096;               // smallest buffer handed out
-  size_t max_cached = size_t{1} << 30;   // free bytes kept for reuse; beyond, releases free
+  size_t min_class = 4096;              // smallest buffer handed out
+  size_t max_cached = size_t{1} << 30;  // free bytes kept for reuse; beyond, releases free
 };
 
 class Pool {

@@ -17,7 +17,8 @@ struct Run {
 };
 
 Run view(const NodePtr& item, bool flat) {
-  if (flat && item->kind == Kind::kStrided) return {item->child, item->count, item->stride, item->disp};
+  if (flat && item->kind == Kind::kStrided)
+    return {item->child, item->count, item->stride, item->disp};
   return {shifted(item, -item->disp), 1, 0, item->disp};
 }
 
@@ -93,7 +94,9 @@ std::vector<NodePtr> merge_dense(const std::vector<NodePtr>& items) {
 void expand(const NodePtr& n, int64_t base, std::vector<NodePtr>& out) {
   int64_t at = base + n->disp;
   switch (n->kind) {
-    case Kind::kDense: out.push_back(make_dense(n->len, at)); break;
+    case Kind::kDense:
+      out.push_back(make_dense(n->len, at));
+      break;
     case Kind::kStrided:
       for (int64_t i = 0; i < n->count; ++i) expand(n->child, at + i * n->stride, out);
       break;
@@ -141,8 +144,10 @@ NodePtr strided(int64_t count, int64_t stride, NodePtr c, int64_t disp) {
 NodePtr canonicalize(const NodePtr& n) {
   if (!n || n->size == 0) return nullptr;
   switch (n->kind) {
-    case Kind::kDense: return n;
-    case Kind::kStrided: return strided(n->count, n->stride, canonicalize(n->child), n->disp);
+    case Kind::kDense:
+      return n;
+    case Kind::kStrided:
+      return strided(n->count, n->stride, canonicalize(n->child), n->disp);
     case Kind::kList: {
       std::vector<NodePtr> items;
       for (const auto& it : n->items) {

@@ -20,14 +20,46 @@ constexpr int kMaxDepth = 64;
 bool is_predefined(MPI_Datatype t) {
   // The predefined types of C (and those every MPI defines): known without
   // asking the MPI, so a stale handle is never passed to it.
-  static const MPI_Datatype table[] = {
-      MPI_CHAR, MPI_SHORT, MPI_INT, MPI_LONG, MPI_LONG_LONG_INT, MPI_LONG_LONG, MPI_SIGNED_CHAR,
-      MPI_UNSIGNED_CHAR, MPI_UNSIGNED_SHORT, MPI_UNSIGNED, MPI_UNSIGNED_LONG,
-      MPI_UNSIGNED_LONG_LONG, MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE, MPI_WCHAR, MPI_C_BOOL,
-      MPI_INT8_T, MPI_INT16_T, MPI_INT32_T, MPI_INT64_T, MPI_UINT8_T, MPI_UINT16_T, MPI_UINT32_T,
-      MPI_UINT64_T, MPI_C_COMPLEX, MPI_C_FLOAT_COMPLEX, MPI_C_DOUBLE_COMPLEX,
-      MPI_C_LONG_DOUBLE_COMPLEX, MPI_BYTE, MPI_PACKED, MPI_AINT, MPI_OFFSET, MPI_COUNT,
-      MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT, MPI_LONG_DOUBLE_INT};
+  static const MPI_Datatype table[] = {MPI_CHAR,
+                                       MPI_SHORT,
+                                       MPI_INT,
+                                       MPI_LONG,
+                                       MPI_LONG_LONG_INT,
+                                       MPI_LONG_LONG,
+                                       MPI_SIGNED_CHAR,
+                                       MPI_UNSIGNED_CHAR,
+                                       MPI_UNSIGNED_SHORT,
+                                       MPI_UNSIGNED,
+                                       MPI_UNSIGNED_LONG,
+                                       MPI_UNSIGNED_LONG_LONG,
+                                       MPI_FLOAT,
+                                       MPI_DOUBLE,
+                                       MPI_LONG_DOUBLE,
+                                       MPI_WCHAR,
+                                       MPI_C_BOOL,
+                                       MPI_INT8_T,
+                                       MPI_INT16_T,
+                                       MPI_INT32_T,
+                                       MPI_INT64_T,
+                                       MPI_UINT8_T,
+                                       MPI_UINT16_T,
+                                       MPI_UINT32_T,
+                                       MPI_UINT64_T,
+                                       MPI_C_COMPLEX,
+                                       MPI_C_FLOAT_COMPLEX,
+                                       MPI_C_DOUBLE_COMPLEX,
+                                       MPI_C_LONG_DOUBLE_COMPLEX,
+                                       MPI_BYTE,
+                                       MPI_PACKED,
+                                       MPI_AINT,
+                                       MPI_OFFSET,
+                                       MPI_COUNT,
+                                       MPI_FLOAT_INT,
+                                       MPI_DOUBLE_INT,
+                                       MPI_LONG_INT,
+                                       MPI_2INT,
+                                       MPI_SHORT_INT,
+                                       MPI_LONG_DOUBLE_INT};
   for (MPI_Datatype p : table)
     if (p == t) return true;
   return false;
@@ -66,7 +98,9 @@ struct Contents {
   }
 };
 
-Status mpi_fail(const char* what) { return Status(Err::kMpi, std::string(what) + " failed"); }
+Status mpi_fail(const char* what) {
+  return Status(Err::kMpi, std::string(what) + " failed");
+}
 
 Status read_contents(MPI_Datatype t, Contents& c) {
 #ifdef LOOM_MPI_LARGE_COUNT
@@ -135,7 +169,8 @@ struct Translator {
 
   Result<int64_t> extent_of(MPI_Datatype t) {
     MPI_Count lb = 0, ext = 0;
-    if (MPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS) return mpi_fail("MPI_Type_get_extent_x");
+    if (MPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS)
+      return mpi_fail("MPI_Type_get_extent_x");
     return static_cast<int64_t>(ext);
   }
 
@@ -147,7 +182,10 @@ struct Translator {
     if (size == MPI_UNDEFINED) return Status(Err::kUnsupported, "named type of undefined size");
     if (size == 0 || size == text) return make_dense(size, tlb);
     if (t == MPI_SHORT_INT) {  // the one predefined pair type with a gap
-      struct Pair { short a; int b; };
+      struct Pair {
+        short a;
+        int b;
+      };
       return make_list({make_dense(sizeof(short), 0), make_dense(sizeof(int), offsetof(Pair, b))});
     }
     return Status(Err::kUnsupported, "named type with gaps that Loom does not know");
@@ -306,9 +344,12 @@ struct Translator {
         }
         return make_list(std::move(items));
       }
-      case MPI_COMBINER_SUBARRAY: return subarray(a, o, ext);
-      case MPI_COMBINER_DARRAY: return darray(a, o, ext);
-      default: return Status(Err::kUnsupported, "unknown datatype combiner");
+      case MPI_COMBINER_SUBARRAY:
+        return subarray(a, o, ext);
+      case MPI_COMBINER_DARRAY:
+        return darray(a, o, ext);
+      default:
+        return Status(Err::kUnsupported, "unknown datatype combiner");
     }
   }
 };
@@ -326,7 +367,8 @@ Result<TypeInfo> translate(MPI_Datatype t) {
   info.ir = ir.value();
   info.form = canonicalize(info.ir);
   MPI_Count size = 0, lb = 0, ext = 0, tlb = 0, text = 0;
-  if (MPI_Type_size_x(t, &size) != MPI_SUCCESS || MPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS ||
+  if (MPI_Type_size_x(t, &size) != MPI_SUCCESS ||
+      MPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS ||
       MPI_Type_get_true_extent_x(t, &tlb, &text) != MPI_SUCCESS)
     return mpi_fail("reading datatype extents");
   info.size = size;

@@ -21,7 +21,9 @@ uint64_t mix(uint64_t h, uint64_t v) {
 uint64_t shape_hash(const Node& n) {
   uint64_t h = mix(0x4c4f4f4dull, static_cast<uint64_t>(n.kind));
   switch (n.kind) {
-    case Kind::kDense: h = mix(h, static_cast<uint64_t>(n.len)); break;
+    case Kind::kDense:
+      h = mix(h, static_cast<uint64_t>(n.len));
+      break;
     case Kind::kStrided:
       h = mix(h, static_cast<uint64_t>(n.count));
       h = mix(h, static_cast<uint64_t>(n.stride));
@@ -41,8 +43,12 @@ void finish(Node& n) {
 
 }  // namespace
 
-bool checked_mul(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
-bool checked_add(int64_t a, int64_t b, int64_t* out) { return !__builtin_add_overflow(a, b, out); }
+bool checked_mul(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+bool checked_add(int64_t a, int64_t b, int64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
 
 NodePtr make_dense(int64_t len, int64_t disp) {
   auto n = std::make_shared<Node>();
@@ -111,7 +117,8 @@ bool equal_shape(const Node& a, const Node& b) {
   if (&a == &b) return true;
   if (a.kind != b.kind || a.size != b.size || a.nblocks != b.nblocks) return false;
   switch (a.kind) {
-    case Kind::kDense: return a.len == b.len;
+    case Kind::kDense:
+      return a.len == b.len;
     case Kind::kStrided:
       return a.count == b.count && a.stride == b.stride && equal(*a.child, *b.child);
     case Kind::kList:
@@ -130,7 +137,10 @@ bool equal(const Node& a, const Node& b) {
 static void print(const NodePtr& n, std::string& out) {
   char buf[96];
   switch (n->kind) {
-    case Kind::kDense: std::snprintf(buf, sizeof buf, "D%lld", (long long)n->len); out += buf; break;
+    case Kind::kDense:
+      std::snprintf(buf, sizeof buf, "D%lld", (long long)n->len);
+      out += buf;
+      break;
     case Kind::kStrided:
       std::snprintf(buf, sizeof buf, "S(%lld,%lld){", (long long)n->count, (long long)n->stride);
       out += buf;

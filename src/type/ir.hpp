@@ -40,7 +40,7 @@ struct Node {
   int64_t size = 0;
   int64_t nblocks = 0;
   int64_t lo = 0, hi = 0;
-  uint64_t hash = 0;  // structural hash, disp included
+  uint64_t hash = 0;      // structural hash, disp included
   bool overflow = false;  // a derived field did not fit in 64 bits (here or below)
 };
 

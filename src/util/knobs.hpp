@@ -10,9 +10,9 @@
 namespace loom {
 
 // X(field, ENV_NAME, default string, documentation)
-#define LOOM_KNOBS(X)                                                                     \
+#define LOOM_KNOBS(X)                                                                      \
   X(disable, "LOOM_DISABLE", "0", "1: Loom does nothing; every call goes straight to MPI") \
-  X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")      \
+  X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")     \
   X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                  \
     "comma list of subsystems to log: type,pack,model,transport,mpi or all")
 
@@ -29,8 +29,8 @@ struct KnobInfo {
   std::string value;  // value in force
 };
 
-const Knobs& knobs();             // cached settings
-void knobs_reload();              // re-read the environment (MPI_Init, tests)
+const Knobs& knobs();                // cached settings
+void knobs_reload();                 // re-read the environment (MPI_Init, tests)
 std::vector<KnobInfo> knob_table();  // for `loom-inspect --config`
 bool knob_true(const std::string& v);
 

@@ -25,9 +25,14 @@ int parse_level(const std::string& s) {
 unsigned parse_subsys(const std::string& s) {
   if (s.empty() || s == "all") return ~0u;
   unsigned m = 0;
-  const struct { const char* name; Subsys bit; } names[] = {
-      {"type", Subsys::kType}, {"pack", Subsys::kPack}, {"model", Subsys::kModel},
-      {"transport", Subsys::kTransport}, {"mpi", Subsys::kMpi}};
+  const struct {
+    const char* name;
+    Subsys bit;
+  } names[] = {{"type", Subsys::kType},
+               {"pack", Subsys::kPack},
+               {"model", Subsys::kModel},
+               {"transport", Subsys::kTransport},
+               {"mpi", Subsys::kMpi}};
   for (const auto& n : names)
     if (s.find(n.name) != std::string::npos) m |= static_cast<unsigned>(n.bit);
   return m;
@@ -35,10 +40,14 @@ unsigned parse_subsys(const std::string& s) {
 
 const char* level_name(LogLevel l) {
   switch (l) {
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kWarn: return "WARN";
-    case LogLevel::kInfo: return "INFO";
-    case LogLevel::kDebug: return "DEBUG";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kWarn:
+      return "WARN";
+    case LogLevel::kInfo:
+      return "INFO";
+    case LogLevel::kDebug:
+      return "DEBUG";
   }
   return "?";
 }
@@ -60,7 +69,9 @@ bool log_enabled(LogLevel lvl, Subsys s) {
          (g_subsys.load(std::memory_order_relaxed) & static_cast<unsigned>(s)) != 0;
 }
 
-void log_set_rank(int rank) { g_rank.store(rank); }
+void log_set_rank(int rank) {
+  g_rank.store(rank);
+}
 
 void log_write(LogLevel lvl, Subsys, const char* fmt, ...) {
   char buf[1024];

@@ -15,9 +15,9 @@ void log_reload();            // re-read LOOM_LOG after knobs_reload()
 
 }  // namespace loom
 
-#define LOOM_LOG(lvl, subsys, ...)                                                 \
-  do {                                                                             \
-    if (::loom::log_enabled(::loom::LogLevel::lvl, ::loom::Subsys::subsys))         \
+#define LOOM_LOG(lvl, subsys, ...)                                                   \
+  do {                                                                               \
+    if (::loom::log_enabled(::loom::LogLevel::lvl, ::loom::Subsys::subsys))          \
       ::loom::log_write(::loom::LogLevel::lvl, ::loom::Subsys::subsys, __VA_ARGS__); \
   } while (0)
 #define LOOM_WARN(subsys, ...) LOOM_LOG(kWarn, subsys, __VA_ARGS__)

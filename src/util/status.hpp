@@ -17,7 +17,7 @@ enum class Err : int {
   kTruncate,     // destination smaller than the data
   kNoMemory,
   kCuda,
-  kMpi,          // the underlying MPI returned an error
+  kMpi,  // the underlying MPI returned an error
   kInternal,
 };
 
@@ -59,9 +59,9 @@ class [[nodiscard]] Result {
 };
 
 // Return early on a failed Status or Result (one error path, as NCCLCHECK does).
-#define LOOM_TRY(expr)                          \
-  do {                                          \
-    ::loom::Status loom_try_s_ = (expr);        \
+#define LOOM_TRY(expr)                            \
+  do {                                            \
+    ::loom::Status loom_try_s_ = (expr);          \
     if (!loom_try_s_.is_ok()) return loom_try_s_; \
   } while (0)
 

@@ -56,7 +56,8 @@ Span span_of(MPI_Datatype t, int count) {
 void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& recipe) {
   SCOPED_TRACE("seed " + std::to_string(seed) + " count " + std::to_string(count) + ": " + recipe);
   if (std::getenv("LOOM_TEST_VERBOSE"))  // for crashes inside the MPI itself
-    std::fprintf(stderr, "seed %llu count %d: %s\n", (unsigned long long)seed, count, recipe.c_str());
+    std::fprintf(stderr, "seed %llu count %d: %s\n", (unsigned long long)seed, count,
+                 recipe.c_str());
   Runtime* rt = runtime();
   ASSERT_NE(rt, nullptr);
   auto e = rt->types.lookup(t);
@@ -86,7 +87,8 @@ void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& rec
   Span sp = span_of(t, count);
   const int64_t pad = 32;
   std::vector<unsigned char> src(sp.hi - sp.lo + 2 * pad);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>((i * 131 + seed) >> 1);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<unsigned char>((i * 131 + seed) >> 1);
   const unsigned char* origin = src.data() + pad - sp.lo;
 
   const int pos0 = static_cast<int>(seed % 13);
@@ -164,9 +166,10 @@ TEST(Differential, RandomTypes) {
     }
   }
   EXPECT_GT(nonempty, n / 2);
-  std::printf("%d random types; form bounds equal to the MPI's true bounds for %d checks; "
-              "MPI count-pack contradicted its per-element pack %d times\n",
-              n, g_exact_bounds, g_mpi_self_inconsistent);
+  std::printf(
+      "%d random types; form bounds equal to the MPI's true bounds for %d checks; "
+      "MPI count-pack contradicted its per-element pack %d times\n",
+      n, g_exact_bounds, g_mpi_self_inconsistent);
   EXPECT_LT(g_mpi_self_inconsistent, n / 20);  // rare MPI quirks, not a way to pass
 }
 
@@ -200,7 +203,11 @@ TEST(Differential, HandPicked) {
   add("darray cyclic(2) x block", t);
   MPI_Type_contiguous(0, MPI_INT, &t);
   add("zero-size contiguous", t);
-  add("SHORT_INT dup", [] { MPI_Datatype d; MPI_Type_dup(MPI_SHORT_INT, &d); return d; }());
+  add("SHORT_INT dup", [] {
+    MPI_Datatype d;
+    MPI_Type_dup(MPI_SHORT_INT, &d);
+    return d;
+  }());
   for (auto& [name, ty] : types) {
     loom_type_commit(ty);
     for (int count : {1, 3, 17}) check_type(ty, count, 7, name);

@@ -40,10 +40,16 @@ MPI_Datatype RandomTypes::leaf(std::string& recipe) {
   static const struct {
     MPI_Datatype t;
     const char* name;
-  } basics[] = {{MPI_BYTE, "BYTE"},         {MPI_CHAR, "CHAR"},         {MPI_SHORT, "SHORT"},
-                {MPI_INT, "INT"},           {MPI_FLOAT, "FLOAT"},       {MPI_DOUBLE, "DOUBLE"},
-                {MPI_LONG_LONG, "LONG_LONG"}, {MPI_SHORT_INT, "SHORT_INT"},
-                {MPI_DOUBLE_INT, "DOUBLE_INT"}, {MPI_2INT, "2INT"},
+  } basics[] = {{MPI_BYTE, "BYTE"},
+                {MPI_CHAR, "CHAR"},
+                {MPI_SHORT, "SHORT"},
+                {MPI_INT, "INT"},
+                {MPI_FLOAT, "FLOAT"},
+                {MPI_DOUBLE, "DOUBLE"},
+                {MPI_LONG_LONG, "LONG_LONG"},
+                {MPI_SHORT_INT, "SHORT_INT"},
+                {MPI_DOUBLE_INT, "DOUBLE_INT"},
+                {MPI_2INT, "2INT"},
                 {MPI_C_DOUBLE_COMPLEX, "C_DOUBLE_COMPLEX"}};
   const auto& b = basics[pick(0, sizeof basics / sizeof basics[0] - 1)];
   recipe = b.name;
@@ -72,9 +78,11 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
     case 0: {
       int n = count();
 #if MPI_VERSION >= 4
-      if (wide_call) MPI_Type_contiguous_c(n, old, &t); else
+      if (wide_call)
+        MPI_Type_contiguous_c(n, old, &t);
+      else
 #endif
-      MPI_Type_contiguous(n, old, &t);
+        MPI_Type_contiguous(n, old, &t);
       recipe = "contiguous" + std::string(c) + "(" + std::to_string(n) + ", " + cr + ")";
       break;
     }
@@ -91,9 +99,11 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
 #endif
       if (kind == 1) {
 #if MPI_VERSION >= 4
-        if (wide_call) MPI_Type_vector_c(n, bl, st, old, &t); else
+        if (wide_call)
+          MPI_Type_vector_c(n, bl, st, old, &t);
+        else
 #endif
-        MPI_Type_vector(n, bl, st, old, &t);
+          MPI_Type_vector(n, bl, st, old, &t);
         recipe = "vector";
       } else {
         MPI_Aint hst = static_cast<MPI_Aint>(st) * extent_of(old) + pick(-3, 5);
@@ -102,9 +112,11 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
         if (hst < 0 && hst >= -block) hst = -block - 1;
 #endif
 #if MPI_VERSION >= 4
-        if (wide_call) MPI_Type_create_hvector_c(n, bl, hst, old, &t); else
+        if (wide_call)
+          MPI_Type_create_hvector_c(n, bl, hst, old, &t);
+        else
 #endif
-        MPI_Type_create_hvector(n, bl, hst, old, &t);
+          MPI_Type_create_hvector(n, bl, hst, old, &t);
         st = static_cast<int>(hst);
         recipe = "hvector";
       }
@@ -131,31 +143,39 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
       switch (kind) {
         case 3:
 #if MPI_VERSION >= 4
-          if (wide_call) MPI_Type_indexed_c(n, wide(bl).data(), wide(dp).data(), old, &t); else
+          if (wide_call)
+            MPI_Type_indexed_c(n, wide(bl).data(), wide(dp).data(), old, &t);
+          else
 #endif
-          MPI_Type_indexed(n, bl.data(), dp.data(), old, &t);
+            MPI_Type_indexed(n, bl.data(), dp.data(), old, &t);
           recipe = "indexed" + std::string(c) + "(" + list(bl) + "," + list(dp);
           break;
         case 4:
 #if MPI_VERSION >= 4
-          if (wide_call) MPI_Type_create_hindexed_c(n, wide(bl).data(), wide(hdp).data(), old, &t); else
+          if (wide_call)
+            MPI_Type_create_hindexed_c(n, wide(bl).data(), wide(hdp).data(), old, &t);
+          else
 #endif
-          MPI_Type_create_hindexed(n, bl.data(), hdp.data(), old, &t);
+            MPI_Type_create_hindexed(n, bl.data(), hdp.data(), old, &t);
           recipe = "hindexed" + std::string(c) + "(" + list(bl) + "," + list(hdp_i);
           break;
         case 5:
 #if MPI_VERSION >= 4
-          if (wide_call) MPI_Type_create_indexed_block_c(n, bl.empty() ? 1 : bl[0], wide(dp).data(), old, &t); else
+          if (wide_call)
+            MPI_Type_create_indexed_block_c(n, bl.empty() ? 1 : bl[0], wide(dp).data(), old, &t);
+          else
 #endif
-          MPI_Type_create_indexed_block(n, bl.empty() ? 1 : bl[0], dp.data(), old, &t);
+            MPI_Type_create_indexed_block(n, bl.empty() ? 1 : bl[0], dp.data(), old, &t);
           recipe = "indexed_block" + std::string(c) + "(" + std::to_string(bl.empty() ? 1 : bl[0]) +
                    "," + list(dp);
           break;
         default:
 #if MPI_VERSION >= 4
-          if (wide_call) MPI_Type_create_hindexed_block_c(n, bl.empty() ? 1 : bl[0], wide(hdp).data(), old, &t); else
+          if (wide_call)
+            MPI_Type_create_hindexed_block_c(n, bl.empty() ? 1 : bl[0], wide(hdp).data(), old, &t);
+          else
 #endif
-          MPI_Type_create_hindexed_block(n, bl.empty() ? 1 : bl[0], hdp.data(), old, &t);
+            MPI_Type_create_hindexed_block(n, bl.empty() ? 1 : bl[0], hdp.data(), old, &t);
           recipe = "hindexed_block" + std::string(c) + "(" +
                    std::to_string(bl.empty() ? 1 : bl[0]) + "," + list(hdp_i);
           break;
@@ -183,9 +203,11 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
         r += " x" + std::to_string(bl[i]) + "@" + std::to_string(dp[i]);
       }
 #if MPI_VERSION >= 4
-      if (wide_call) MPI_Type_create_struct_c(n, wide(bl).data(), wide(dp).data(), ty.data(), &t); else
+      if (wide_call)
+        MPI_Type_create_struct_c(n, wide(bl).data(), wide(dp).data(), ty.data(), &t);
+      else
 #endif
-      MPI_Type_create_struct(n, bl.data(), dp.data(), ty.data(), &t);
+        MPI_Type_create_struct(n, bl.data(), dp.data(), ty.data(), &t);
       for (int i = 1; i < n; ++i) free_derived(ty[i]);
       recipe = r + ")";
       break;
@@ -200,9 +222,12 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
       }
       int order = pick(0, 1) ? MPI_ORDER_C : MPI_ORDER_FORTRAN;
 #if MPI_VERSION >= 4
-      if (wide_call) MPI_Type_create_subarray_c(nd, wide(sz).data(), wide(sub).data(), wide(st).data(), order, old, &t); else
+      if (wide_call)
+        MPI_Type_create_subarray_c(nd, wide(sz).data(), wide(sub).data(), wide(st).data(), order,
+                                   old, &t);
+      else
 #endif
-      MPI_Type_create_subarray(nd, sz.data(), sub.data(), st.data(), order, old, &t);
+        MPI_Type_create_subarray(nd, sz.data(), sub.data(), st.data(), order, old, &t);
       recipe = "subarray" + std::string(c) + "(" + list(sz) + "," + list(sub) + "," + list(st) +
                (order == MPI_ORDER_C ? ",C, " : ",F, ") + cr + ")";
       break;
@@ -221,7 +246,9 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
       for (int i = 0; i < nd; ++i) {
         gs[i] = pick(1, 8);
         int d = pick(0, 2);
-        dist[i] = d == 0 ? MPI_DISTRIBUTE_NONE : d == 1 ? MPI_DISTRIBUTE_BLOCK : MPI_DISTRIBUTE_CYCLIC;
+        dist[i] = d == 0   ? MPI_DISTRIBUTE_NONE
+                  : d == 1 ? MPI_DISTRIBUTE_BLOCK
+                           : MPI_DISTRIBUTE_CYCLIC;
         ps[i] = dist[i] == MPI_DISTRIBUTE_NONE ? 1 : pick(1, 3);
         if (dist[i] == MPI_DISTRIBUTE_NONE || pick(0, 1))
           darg[i] = MPI_DISTRIBUTE_DFLT_DARG;
@@ -234,10 +261,13 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
       int rank = pick(0, size - 1);
       int order = pick(0, 1) ? MPI_ORDER_C : MPI_ORDER_FORTRAN;
 #if MPI_VERSION >= 4
-      if (wide_call) MPI_Type_create_darray_c(size, rank, nd, wide(gs).data(), dist.data(), darg.data(), ps.data(), order, old, &t); else
+      if (wide_call)
+        MPI_Type_create_darray_c(size, rank, nd, wide(gs).data(), dist.data(), darg.data(),
+                                 ps.data(), order, old, &t);
+      else
 #endif
-      MPI_Type_create_darray(size, rank, nd, gs.data(), dist.data(), darg.data(), ps.data(), order,
-                             old, &t);
+        MPI_Type_create_darray(size, rank, nd, gs.data(), dist.data(), darg.data(), ps.data(),
+                               order, old, &t);
       recipe = "darray" + std::string(c) + "(size " + std::to_string(size) + ", rank " +
                std::to_string(rank) + ", g" + list(gs) + ", dist" + list(dist) + ", darg" +
                list(darg) + ", p" + list(ps) + (order == MPI_ORDER_C ? ", C, " : ", F, ") + cr +
@@ -253,9 +283,11 @@ MPI_Datatype RandomTypes::build(int depth, std::string& recipe) {
       MPI_Aint lb = tlb - pick(0, 8), ext = (tlb - lb) + text + pick(0, 12);
       if (ext <= 0) ext = 1;
 #if MPI_VERSION >= 4
-      if (wide_call) MPI_Type_create_resized_c(old, lb, ext, &t); else
+      if (wide_call)
+        MPI_Type_create_resized_c(old, lb, ext, &t);
+      else
 #endif
-      MPI_Type_create_resized(old, lb, ext, &t);
+        MPI_Type_create_resized(old, lb, ext, &t);
       recipe = "resized" + std::string(c) + "(" + std::to_string(lb) + "," + std::to_string(ext) +
                ", " + cr + ")";
       break;

@@ -6,7 +6,9 @@
 namespace loom::type {
 namespace {
 
-std::string canon(const NodePtr& n) { return to_string(canonicalize(n)); }
+std::string canon(const NodePtr& n) {
+  return to_string(canonicalize(n));
+}
 
 TEST(Canonical, EmptyPiecesVanish) {
   EXPECT_EQ(canon(make_dense(0)), "empty");
@@ -28,8 +30,7 @@ TEST(Canonical, NestedStridesFlatten) {
   // vector of 4 rows, each a vector of 3 x 4 B at 16: rows 48 apart tile.
   EXPECT_EQ(canon(make_strided(4, 48, make_strided(3, 16, make_dense(4)))), "S(12,16){D4}");
   // Rows that do not tile stay 2D.
-  EXPECT_EQ(canon(make_strided(4, 64, make_strided(3, 16, make_dense(4)))),
-            "S(4,64){S(3,16){D4}}");
+  EXPECT_EQ(canon(make_strided(4, 64, make_strided(3, 16, make_dense(4)))), "S(4,64){S(3,16){D4}}");
 }
 
 TEST(Canonical, DispsMoveOutward) {
@@ -78,8 +79,8 @@ TEST(Canonical, RandomTreesKeepTheirBytes) {
     std::mt19937_64 rng(seed);
     NodePtr ir = test::random_tree(rng, 4);
     NodePtr form = canonicalize(ir);
-    ASSERT_EQ(test::naive_bytes(ir), test::naive_bytes(form)) << to_string(ir) << " -> "
-                                                              << to_string(form);
+    ASSERT_EQ(test::naive_bytes(ir), test::naive_bytes(form))
+        << to_string(ir) << " -> " << to_string(form);
     NodePtr again = canonicalize(form);
     ASSERT_EQ(to_string(again), to_string(form));
     if (form) {

@@ -25,12 +25,21 @@ type::NodePtr random_tree(std::mt19937_64& rng, int max_depth) {
       int64_t count = pick(rng, 0, 5) == 0 ? pick(rng, 0, 1) : pick(rng, 2, 6);
       int64_t stride;
       switch (pick(rng, 0, 3)) {
-        case 0: stride = span; break;                       // tiles: may fold
-        case 1: stride = span + pick(rng, 1, 24); break;    // gaps
-        case 2: stride = -(span + pick(rng, 0, 8)); break;  // backwards
-        default: stride = pick(rng, 0, 2 * span); break;    // anything, overlaps too
+        case 0:
+          stride = span;
+          break;  // tiles: may fold
+        case 1:
+          stride = span + pick(rng, 1, 24);
+          break;  // gaps
+        case 2:
+          stride = -(span + pick(rng, 0, 8));
+          break;  // backwards
+        default:
+          stride = pick(rng, 0, 2 * span);
+          break;  // anything, overlaps too
       }
-      return type::make_strided(count, stride, child, pick(rng, 0, 2) == 0 ? pick(rng, -32, 32) : 0);
+      return type::make_strided(count, stride, child,
+                                pick(rng, 0, 2) == 0 ? pick(rng, -32, 32) : 0);
     }
     default: {
       std::vector<type::NodePtr> items;

@@ -37,7 +37,9 @@ struct WordOf<16> {
 
 // Words in flight per thread and loop trip: narrow words need more of them
 // to keep enough bytes outstanding per SM.
-LOOM_HD constexpr int words_items(int W) { return W <= 2 ? 8 : 4; }
+LOOM_HD constexpr int words_items(int W) {
+  return W <= 2 ? 8 : 4;
+}
 
 // Aligned loads and stores; on the host through memcpy (no aliasing games).
 template <class T>
@@ -73,7 +75,7 @@ struct SegArgs {
   char* user = nullptr;
   char* packed = nullptr;
   int pack = 1;
-  int lanes = 32;      // lanes per group, a power of two <= 32
+  int lanes = 32;  // lanes per group, a power of two <= 32
   int lanes_log2 = 5;
   SegGeom geom;
 };
@@ -142,7 +144,7 @@ LOOM_HD void copy_shifted(char* d, const char* s, int64_t n, int lane, int lanes
     const char* s0 = s + head;  // source of destination word 0
     const uintptr_t lo = reinterpret_cast<uintptr_t>(s);
     const uintptr_t hi = lo + static_cast<uintptr_t>(n);
-    const uintptr_t r = reinterpret_cast<uintptr_t>(s0) & 3;  // != 0 here
+    const uintptr_t r = reinterpret_cast<uintptr_t>(s0) & 3;   // != 0 here
     const uintptr_t a0 = reinterpret_cast<uintptr_t>(s0) - r;  // aligned word below it
     const uint32_t bits = static_cast<uint32_t>(8 * r);
     char* dw = d + head;

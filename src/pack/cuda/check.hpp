@@ -14,9 +14,9 @@ Status cuda_status(cudaError_t e, const char* call, const char* file, int line);
 
 }  // namespace loom::pack::gpu
 
-#define LOOM_CUDA_TRY(call)                                                         \
-  do {                                                                              \
-    const cudaError_t loom_cuda_e_ = (call);                                        \
-    if (loom_cuda_e_ != cudaSuccess)                                                \
+#define LOOM_CUDA_TRY(call)                                                           \
+  do {                                                                                \
+    const cudaError_t loom_cuda_e_ = (call);                                          \
+    if (loom_cuda_e_ != cudaSuccess)                                                  \
       return ::loom::pack::gpu::cuda_status(loom_cuda_e_, #call, __FILE__, __LINE__); \
   } while (0)

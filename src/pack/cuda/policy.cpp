@@ -7,7 +7,9 @@
 namespace loom::pack::gpu {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 int log2_pow2(int64_t x) {
   int k = 0;
@@ -83,7 +85,8 @@ void prepare_table(Prepared& p, const Layout& l) {
   const int64_t a = p.layout_align;
   if (p.unit_len / std::max<int64_t>(1, p.nblocks) >= pol.table_block_bytes) return;
   if (p.unit_len / a > pol.max_table_words) return;
-  constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min(),
+                    hi = std::numeric_limits<int32_t>::max();
   for (const Block& b : l.blocks)
     if (b.off < lo || b.off > hi || b.off + b.len - 1 > hi) return;
   p.table.clear();
@@ -97,10 +100,14 @@ void prepare_table(Prepared& p, const Layout& l) {
 
 const char* kernel_name(KernelKind k) {
   switch (k) {
-    case KernelKind::kNone: return "none";
-    case KernelKind::kMemcpy: return "memcpy";
-    case KernelKind::kWords: return "words";
-    case KernelKind::kSegments: return "segments";
+    case KernelKind::kNone:
+      return "none";
+    case KernelKind::kMemcpy:
+      return "memcpy";
+    case KernelKind::kWords:
+      return "words";
+    case KernelKind::kSegments:
+      return "segments";
   }
   return "?";
 }
@@ -207,7 +214,8 @@ Launch plan(const Prepared& p, const void* user, const void* packed, bool pack) 
     L.words.geom = p.words[k];
     const int64_t per_cta = int64_t{words_items(w)} * kThreads;
     const int64_t cap = int64_t{p.shape.sm_count} * p.shape.words_ctas_per_sm[k] * pol.waves;
-    L.grid = std::clamp<int64_t>(ceil_div(L.words.geom.nwords, per_cta), 1, std::max<int64_t>(1, cap));
+    L.grid =
+        std::clamp<int64_t>(ceil_div(L.words.geom.nwords, per_cta), 1, std::max<int64_t>(1, cap));
   } else {
     L.kind = KernelKind::kSegments;
     L.segs = p.segs;
@@ -225,7 +233,8 @@ Launch plan(const Prepared& p, const void* user, const void* packed, bool pack) 
 std::string describe(const Launch& l) {
   char buf[200];
   switch (l.kind) {
-    case KernelKind::kNone: return "none (empty)";
+    case KernelKind::kNone:
+      return "none (empty)";
     case KernelKind::kMemcpy:
       std::snprintf(buf, sizeof buf, "memcpy %lld B", static_cast<long long>(l.bytes));
       return buf;

@@ -16,10 +16,12 @@ namespace loom::pack::gpu {
 enum class KernelKind : uint8_t { kNone, kMemcpy, kWords, kSegments };
 const char* kernel_name(KernelKind k);
 
-inline constexpr int kThreads = 256;  // threads per CTA of both kernels (their launch bound)
+inline constexpr int kThreads = 256;   // threads per CTA of both kernels (their launch bound)
 inline constexpr int kWordWidths = 5;  // words kernel instances: W = 1, 2, 4, 8, 16
 
-constexpr int log2_width(int w) { return w >= 16 ? 4 : w >= 8 ? 3 : w >= 4 ? 2 : w >= 2 ? 1 : 0; }
+constexpr int log2_width(int w) {
+  return w >= 16 ? 4 : w >= 8 ? 3 : w >= 4 ? 2 : w >= 2 ? 1 : 0;
+}
 
 // What the launch shapes depend on, read once per device (SM count, and how
 // many CTAs of each kernel fit on one SM at their register use).
@@ -33,13 +35,13 @@ struct DeviceShape {
 // The constants of the selection rules, as data (docs/gpu-kernels.md says
 // where each comes from). Benchmarks may sweep them.
 struct Policy {
-  int64_t row_bytes = 256;            // blocks at least this long: segments kernel
-  int64_t misaligned_row_bytes = 32;  // ... or this long when words would be < 4 B
-  int64_t max_seg_bytes = 65536;      // longest piece one group copies
-  int64_t min_seg_bytes = 512;        // pieces are not cut shorter than this
+  int64_t row_bytes = 256;                     // blocks at least this long: segments kernel
+  int64_t misaligned_row_bytes = 32;           // ... or this long when words would be < 4 B
+  int64_t max_seg_bytes = 65536;               // longest piece one group copies
+  int64_t min_seg_bytes = 512;                 // pieces are not cut shorter than this
   int64_t max_table_words = int64_t{1} << 22;  // per-tile word table cap (16 MiB)
-  int64_t table_block_bytes = 256;    // tiles whose mean block is shorter use the table
-  int waves = 1;                      // grid: at most waves x resident CTAs
+  int64_t table_block_bytes = 256;             // tiles whose mean block is shorter use the table
+  int waves = 1;                               // grid: at most waves x resident CTAs
 };
 
 // Once per Layout: everything a launch needs except the pointers.
@@ -47,17 +49,17 @@ struct Prepared {
   LayoutKind kind = LayoutKind::kEmpty;
   int64_t total = 0;
   int64_t base = 0;
-  int64_t unit_len = 0;   // strided: block length; blocks: packed bytes of a tile
-  int64_t nunits = 0;     // blocks or tiles in the message
-  int64_t nblocks = 0;    // blocks of one unit (1 when strided)
-  int layout_align = 1;   // widest word (<= 16) that block lengths, offsets and strides allow
+  int64_t unit_len = 0;  // strided: block length; blocks: packed bytes of a tile
+  int64_t nunits = 0;    // blocks or tiles in the message
+  int64_t nblocks = 0;   // blocks of one unit (1 when strided)
+  int layout_align = 1;  // widest word (<= 16) that block lengths, offsets and strides allow
   Policy policy;
   DeviceShape shape;
   WordGeom words[kWordWidths];  // per word width; table pointer bound later
   bool words_ok[kWordWidths] = {};
-  SegArgs segs;                 // lanes and geometry; pointers bound later
-  std::vector<Seg> seg_list;        // kBlocks: one tile's runs, long blocks cut
-  std::vector<int32_t> table;       // kBlocks: user offset of each layout_align word of a tile
+  SegArgs segs;                // lanes and geometry; pointers bound later
+  std::vector<Seg> seg_list;   // kBlocks: one tile's runs, long blocks cut
+  std::vector<int32_t> table;  // kBlocks: user offset of each layout_align word of a tile
   bool has_table = false;
 
   // Points the plans at the arrays the kernels will read (device copies, or
@@ -70,8 +72,8 @@ Prepared prepare(const Layout& l, const DeviceShape& shape, const Policy& policy
 // One call's launch: which kernel, its word width and shape, its arguments.
 struct Launch {
   KernelKind kind = KernelKind::kNone;
-  int word = 0;        // words kernel: W
-  int64_t grid = 0;    // CTAs
+  int word = 0;      // words kernel: W
+  int64_t grid = 0;  // CTAs
   int threads = kThreads;
   // kMemcpy
   void* dst = nullptr;

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: Open MPI build (with CUDA when nvcc is
+# there, sm_90 only), MPICH build, a sanitizer build of the host tests, and
+# the format check. Warnings are errors. GPU tests skip where no GPU exists.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+jobs=$(nproc)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+failed=0
+step() { echo; echo "=== $*"; }
+
+step "format check"
+files=$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h')
+if ! clang-format --dry-run -Werror $files; then
+  echo "format: run clang-format -i on the files above"; failed=1
+fi
+
+# The CUDA code is MPI-free: it is built and its tests run once, in the Open
+# MPI build; the MPICH build covers the MPI-facing layers.
+step "Open MPI build"
+cmake -S . -B build-ci-openmpi -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=openmpi \
+  -DLOOM_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build build-ci-openmpi -j "$jobs"
+ctest --test-dir build-ci-openmpi --output-on-failure -j "$jobs" || failed=1
+
+step "MPICH build"
+cmake -S . -B build-ci-mpich -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=mpich \
+  -DLOOM_CUDA=OFF -DLOOM_WERROR=ON >/dev/null
+cmake --build build-ci-mpich -j "$jobs"
+ctest --test-dir build-ci-mpich --output-on-failure -j "$jobs" || failed=1
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer build (host tests)"
+cmake -S . -B build-ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=openmpi -DLOOM_CUDA=OFF \
+  -DLOOM_SANITIZE=ON -DLOOM_WERROR=ON >/dev/null
+cmake --build build-ci-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-ci-asan --output-on-failure -L unit || failed=1
+# Open MPI's own start-up allocations are never freed: leaks are not ours to find there.
+ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-ci-asan --output-on-failure -L mpi || failed=1
+
+echo
+if [ "$failed" -ne 0 ]; then echo "loom: TESTS FAILED"; exit 1; fi
+echo "loom: all test steps passed"
