@@ -21,9 +21,7 @@ extern "C" int loom_type_describe(MPI_Datatype type, char* buf, size_t len) {
       if (e.status().code() != Err::kUnsupported) return mpi::error_class(e.status().code());
       text = "not accelerated (handed to the MPI): " + e.status().message() + "\n";
     } else {
-      text = e.value()->describe();
-      auto l = pack::make_layout(e.value()->form);
-      text += "layout: " + (l ? l->describe() : l.status().message()) + "\n";
+      text = e.value()->info.describe() + "layout: " + e.value()->layout.describe() + "\n";
     }
   }
   size_t n = std::min(len - 1, text.size());

@@ -2,12 +2,12 @@
 // lives here, created at MPI_Init (loom_init) and torn down at MPI_Finalize.
 #pragma once
 
-#include "type/type_cache.hpp"
+#include "mpi/type_registry.hpp"
 
 namespace loom {
 
 struct Runtime {
-  type::TypeCache types;
+  mpi::TypeRegistry types;
 };
 
 // The runtime, or null when Loom is not initialised (or disabled).

@@ -8,8 +8,7 @@ namespace {
 // Calls f(offset) for each repetition of the dims, in packed order, keeping
 // the offset incrementally (an odometer) instead of dividing per block.
 template <class F>
-void for_each_rep(const std::vector<Dim>& dims, F&& f) {
-  int nd = static_cast<int>(dims.size());
+void for_each_rep(const Dim* dims, int nd, F&& f) {
   if (nd == 0) {
     f(int64_t{0});
     return;
@@ -31,25 +30,31 @@ void for_each_rep(const std::vector<Dim>& dims, F&& f) {
   }
 }
 
-template <int64_t N>
-void copy_fixed(char* d, const char* s) {
-  std::memcpy(d, s, N);  // constant size: one or two moves
+// One row of the innermost dim, N bytes a block: a tight loop the compiler
+// turns into plain moves.
+template <bool kPack, int64_t N>
+char* row_fixed(char* u, int64_t count, int64_t stride, char* packed) {
+  for (int64_t i = 0; i < count; ++i, u += stride, packed += N) {
+    if constexpr (kPack)
+      std::memcpy(packed, u, N);
+    else
+      std::memcpy(u, packed, N);
+  }
+  return packed;
 }
 
-// Strided blocks of one small fixed size: the copy inlines.
+// Strided blocks of one small fixed size: rows of the innermost dim, the
+// outer dims walked by the odometer.
 template <bool kPack, int64_t N>
-void strided_fixed(const Layout& l, char* user, char* packed) {
-  for_each_rep(l.dims, [&](int64_t off) {
-    if constexpr (kPack)
-      copy_fixed<N>(packed, user + off);
-    else
-      copy_fixed<N>(user + off, packed);
-    packed += N;
+void strided_fixed(const LayoutView& l, char* user, char* packed) {
+  const Dim inner = l.dims[l.ndims - 1];
+  for_each_rep(l.dims, l.ndims - 1, [&](int64_t off) {
+    packed = row_fixed<kPack, N>(user + off, inner.count, inner.stride, packed);
   });
 }
 
 template <bool kPack>
-void run(const Layout& l, char* user, char* packed) {
+void run(const LayoutView& l, char* user, char* packed) {
   user += l.base;
   switch (l.kind) {
     case LayoutKind::kEmpty:
@@ -76,7 +81,7 @@ void run(const Layout& l, char* user, char* packed) {
           break;
       }
       const int64_t n = l.block_len;
-      for_each_rep(l.dims, [&](int64_t off) {
+      for_each_rep(l.dims, l.ndims, [&](int64_t off) {
         if constexpr (kPack)
           std::memcpy(packed, user + off, n);
         else
@@ -86,10 +91,10 @@ void run(const Layout& l, char* user, char* packed) {
       return;
     }
     case LayoutKind::kBlocks: {
-      const Block* b = l.blocks.data();
-      const size_t nb = l.blocks.size();
-      for_each_rep(l.dims, [&](int64_t off) {
-        for (size_t i = 0; i < nb; ++i) {
+      const Block* b = l.blocks;
+      const int64_t nb = l.nblocks;
+      for_each_rep(l.dims, l.ndims, [&](int64_t off) {
+        for (int64_t i = 0; i < nb; ++i) {
           if constexpr (kPack)
             std::memcpy(packed, user + off + b[i].off, b[i].len);
           else
@@ -104,11 +109,11 @@ void run(const Layout& l, char* user, char* packed) {
 
 }  // namespace
 
-void host_pack(const Layout& l, const void* src, void* dst) {
+void host_pack(const LayoutView& l, const void* src, void* dst) {
   run<true>(l, const_cast<char*>(static_cast<const char*>(src)), static_cast<char*>(dst));
 }
 
-void host_unpack(const Layout& l, const void* src, void* dst) {
+void host_unpack(const LayoutView& l, const void* src, void* dst) {
   run<false>(l, static_cast<char*>(dst), const_cast<char*>(static_cast<const char*>(src)));
 }
 

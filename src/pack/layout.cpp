@@ -53,6 +53,39 @@ Result<Layout> make_layout(const type::NodePtr& canonical) {
   return l;
 }
 
+Result<LayoutView> repeat_view(const Layout& one, int64_t count, int64_t extent) {
+  LayoutView v = one.view();
+  if (count == 1 || one.kind == LayoutKind::kEmpty) return v;
+  if (count == 0) return LayoutView{};
+  if (!type::checked_mul(one.total, count, &v.total))
+    return Status(Err::kOverflow, "message size does not fit in 64 bits");
+  if (one.kind == LayoutKind::kContiguous) {
+    if (extent == one.total) return v;  // elements tile: still one block
+    v.kind = LayoutKind::kStrided;
+    v.ndims = 1;
+    v.dims[0] = {count, extent};
+    v.block_len = one.total;
+    return v;
+  }
+  // Strided or blocks: the repetition folds into the outermost dim when the
+  // elements continue it, replaces the blocks' placeholder dim, or is a new
+  // outermost dim.
+  Dim& outer = v.dims[0];
+  int64_t span = 0;
+  if (one.kind == LayoutKind::kBlocks && outer.count == 1) {
+    outer = {count, extent};
+  } else if (type::checked_mul(outer.count, outer.stride, &span) && span == extent &&
+             type::checked_mul(outer.count, count, &span)) {
+    outer.count = span;
+  } else {
+    if (v.ndims >= kMaxDims) return Status(Err::kUnsupported, "too many dims for a view");
+    for (int d = v.ndims; d > 0; --d) v.dims[d] = v.dims[d - 1];
+    v.dims[0] = {count, extent};
+    ++v.ndims;
+  }
+  return v;
+}
+
 LayoutView Layout::view() const {
   LayoutView v;
   v.kind = kind;

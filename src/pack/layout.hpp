@@ -31,4 +31,10 @@ struct Layout {
 // the empty layout.
 Result<Layout> make_layout(const type::NodePtr& canonical);
 
+// The view of `count` elements `extent` apart, made from the one-element
+// layout without allocating (the per-call path). The view points into
+// `one`'s arrays. kUnsupported when that needs more than kMaxDims dims (the
+// caller then builds a Layout from type::repeat), kOverflow past 64 bits.
+Result<LayoutView> repeat_view(const Layout& one, int64_t count, int64_t extent);
+
 }  // namespace loom::pack

@@ -34,7 +34,7 @@ TEST(Cache, EntryOutlivesTypeFree) {
   MPI_Pack(src.data(), 1, t, expect.data(), static_cast<int>(expect.size()), &pos, MPI_COMM_SELF);
   loom_type_free(t);
   MPI_Type_free(&t);
-  auto l = pack::make_layout(type::repeat(held->form, 1, held->extent));
+  auto l = pack::make_layout(type::repeat(held->info.form, 1, held->info.extent));
   ASSERT_TRUE(l.is_ok());
   std::vector<char> got(pos);
   pack::host_pack(*l, src.data(), got.data());
@@ -48,7 +48,7 @@ TEST(Cache, ReusedHandleGetsItsNewForm) {
     MPI_Datatype t = committed_vector(4, 1, 2 + i, MPI_INT);
     auto e = runtime()->types.lookup(t);
     ASSERT_TRUE(e.is_ok());
-    EXPECT_EQ(e.value()->form->stride, 4 * (2 + i));
+    EXPECT_EQ(e.value()->info.form->stride, 4 * (2 + i));
     loom_type_free(t);
     MPI_Type_free(&t);
   }
@@ -62,7 +62,7 @@ TEST(Cache, EqualFormsAreInterned) {
   loom_type_commit(hv);
   auto ea = runtime()->types.lookup(a), eb = runtime()->types.lookup(hv);
   ASSERT_TRUE(ea.is_ok() && eb.is_ok());
-  EXPECT_EQ(ea.value()->form.get(), eb.value()->form.get());
+  EXPECT_EQ(ea.value()->info.form.get(), eb.value()->info.form.get());
   for (MPI_Datatype* t : {&a, &hv}) {
     loom_type_free(*t);
     MPI_Type_free(t);
@@ -116,8 +116,9 @@ TEST(Cache, HashesAreStableAcrossRunsAndMpis) {
     }
     auto e = runtime()->types.lookup(g.t);
     ASSERT_TRUE(e.is_ok()) << g.name;
-    EXPECT_EQ(type::to_string(e.value()->form), g.form) << g.name;
-    EXPECT_EQ(e.value()->hash(), g.hash) << g.name << std::hex << " hash 0x" << e.value()->hash();
+    EXPECT_EQ(type::to_string(e.value()->info.form), g.form) << g.name;
+    EXPECT_EQ(e.value()->info.hash(), g.hash)
+        << g.name << std::hex << " hash 0x" << e.value()->info.hash();
     if (g.t != MPI_INT) {
       loom_type_free(g.t);
       MPI_Type_free(&g.t);

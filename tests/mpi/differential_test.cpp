@@ -62,7 +62,7 @@ void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& rec
   ASSERT_NE(rt, nullptr);
   auto e = rt->types.lookup(t);
   ASSERT_TRUE(e.is_ok()) << e.status().message();
-  const type::TypeInfo& info = *e.value();
+  const type::TypeInfo& info = e.value()->info;
 
   // What Loom read back agrees with what the MPI says of the type.
   MPI_Count size, tlb, text;

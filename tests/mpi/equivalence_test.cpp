@@ -18,7 +18,7 @@ void expect_same_form(std::vector<MPI_Datatype> types) {
     loom_type_commit(t);
     auto e = runtime()->types.lookup(t);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
-    forms.push_back(e.value()->form);
+    forms.push_back(e.value()->info.form);
   }
   ASSERT_NE(forms[0], nullptr);
   for (size_t i = 1; i < forms.size(); ++i) {
@@ -135,8 +135,8 @@ TEST(Equivalence, DifferentLayoutsDiffer) {
   loom_type_commit(b);
   auto ea = runtime()->types.lookup(a), eb = runtime()->types.lookup(b);
   ASSERT_TRUE(ea.is_ok() && eb.is_ok());
-  EXPECT_FALSE(type::equal(*ea.value()->form, *eb.value()->form));
-  EXPECT_NE(ea.value()->hash(), eb.value()->hash());
+  EXPECT_FALSE(type::equal(*ea.value()->info.form, *eb.value()->info.form));
+  EXPECT_NE(ea.value()->info.hash(), eb.value()->info.hash());
   for (MPI_Datatype* t : {&a, &b}) {
     loom_type_free(*t);
     MPI_Type_free(t);

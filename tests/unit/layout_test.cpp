@@ -71,6 +71,43 @@ TEST(Layout, IndexMathMatchesNaiveWalk) {
   }
 }
 
+// The per-call view of count elements, made from the one-element layout,
+// maps every byte like the naive walk of the repeated tree.
+TEST(Layout, RepeatViewMatchesNaiveWalk) {
+  int views = 0;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    NodePtr ir = test::random_tree(rng, 4);
+    auto one = make_layout(canonicalize(ir));
+    ASSERT_TRUE(one.is_ok());
+    int64_t count = static_cast<int64_t>(seed % 5);
+    int64_t extent = ir->size ? ir->hi - ir->lo + static_cast<int64_t>(seed % 3) - 1 : 1;
+    auto v = repeat_view(*one, count, extent);
+    if (!v) {
+      ASSERT_EQ(v.status().code(), Err::kUnsupported);
+      continue;
+    }
+    ++views;
+    auto expect = test::naive_bytes(repeat(ir, count, extent));
+    ASSERT_EQ(v->total, static_cast<int64_t>(expect.size()));
+    for (int64_t p = 0; p < v->total; ++p) ASSERT_EQ(packed_to_offset(*v, p), expect[p]) << p;
+  }
+  EXPECT_GT(views, 1400);
+}
+
+TEST(Layout, RepeatViewFoldsTilingElements) {
+  auto one = make_layout(canonicalize(make_strided(4, 16, make_dense(8))));
+  auto v = repeat_view(*one, 10, 64);  // the next element continues the stride
+  ASSERT_TRUE(v.is_ok());
+  EXPECT_EQ(v->ndims, 1);
+  EXPECT_EQ(v->dims[0].count, 40);
+  auto c = make_layout(make_dense(12));
+  auto w = repeat_view(*c, 5, 12);
+  EXPECT_EQ(w->kind, LayoutKind::kContiguous);
+  EXPECT_EQ(w->total, 60);
+}
+
 TEST(Layout, FindBlockSkipsEmptyAndPicksLast) {
   int64_t prefix[] = {0, 4, 4, 10, 12};
   EXPECT_EQ(find_block(prefix, 4, 0), 0);

@@ -1,11 +1,13 @@
-#include "type/type_cache.hpp"
+#include "mpi/type_registry.hpp"
 
 #include "type/from_mpi.hpp"
 #include "util/log.hpp"
 
-namespace loom::type {
+namespace loom::mpi {
 
-NodePtr TypeCache::intern(const NodePtr& form) {
+using type::NodePtr;
+
+NodePtr TypeRegistry::intern(const NodePtr& form) {
   if (!form) return form;
   auto [lo, hi] = forms_.equal_range(form->hash);
   for (auto it = lo; it != hi;) {
@@ -14,15 +16,15 @@ NodePtr TypeCache::intern(const NodePtr& form) {
       it = forms_.erase(it);
       continue;
     }
-    if (equal(*have, *form)) return have;
+    if (type::equal(*have, *form)) return have;
     ++it;
   }
   forms_.emplace(form->hash, form);
   return form;
 }
 
-Result<TypeCache::Entry> TypeCache::insert(MPI_Datatype t) {
-  auto info = translate(t);
+Result<TypeRegistry::Entry> TypeRegistry::insert(MPI_Datatype t) {
+  auto info = type::translate(t);
   std::unique_lock lk(mu_);
   if (!info) {
     // Anything Loom cannot read (unknown combiner, sizes past 64 bits, an MPI
@@ -33,33 +35,40 @@ Result<TypeCache::Entry> TypeCache::insert(MPI_Datatype t) {
     LOOM_INFO(kType, "type not accelerated: %s", s.message().c_str());
     return s;
   }
+  auto layout = pack::make_layout(info->form);
+  if (!layout) {
+    Status s(Err::kUnsupported, layout.status().message());
+    unsupported_[t] = s;
+    return s;
+  }
   info->form = intern(info->form);
-  auto e = std::make_shared<const TypeInfo>(std::move(info.value()));
+  auto e = std::make_shared<const CommittedType>(
+      CommittedType{std::move(info.value()), std::move(layout.value())});
   by_handle_[t] = e;
   unsupported_.erase(t);
-  LOOM_DEBUG(kType, "commit: form %s hash %016llx", to_string(e->form).c_str(),
-             (unsigned long long)e->hash());
+  LOOM_DEBUG(kType, "commit: form %s hash %016llx", type::to_string(e->info.form).c_str(),
+             (unsigned long long)e->info.hash());
   return e;
 }
 
-Result<TypeCache::Entry> TypeCache::commit(MPI_Datatype t) {
+Result<TypeRegistry::Entry> TypeRegistry::commit(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return Status(Err::kNullType, "MPI_DATATYPE_NULL");
   return insert(t);
 }
 
-void TypeCache::mark_unsupported(MPI_Datatype t, Status why) {
+void TypeRegistry::mark_unsupported(MPI_Datatype t, Status why) {
   std::unique_lock lk(mu_);
   by_handle_.erase(t);
   unsupported_[t] = Status(Err::kUnsupported, why.message());
 }
 
-void TypeCache::release(MPI_Datatype t) {
+void TypeRegistry::release(MPI_Datatype t) {
   std::unique_lock lk(mu_);
   by_handle_.erase(t);
   unsupported_.erase(t);
 }
 
-Result<TypeCache::Entry> TypeCache::lookup(MPI_Datatype t) {
+Result<TypeRegistry::Entry> TypeRegistry::lookup(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return Status(Err::kNullType, "MPI_DATATYPE_NULL");
   {
     std::shared_lock lk(mu_);
@@ -70,18 +79,18 @@ Result<TypeCache::Entry> TypeCache::lookup(MPI_Datatype t) {
   }
   // Only C predefined types are read on first use; any other unknown handle
   // (never committed, or freed) is not passed to the MPI from here.
-  if (is_predefined(t)) return insert(t);
+  if (type::is_predefined(t)) return insert(t);
   return Status(Err::kNullType, "datatype not committed through Loom");
 }
 
-size_t TypeCache::size() const {
+size_t TypeRegistry::size() const {
   std::shared_lock lk(mu_);
   return by_handle_.size();
 }
 
-size_t TypeCache::interned_forms() const {
+size_t TypeRegistry::interned_forms() const {
   std::shared_lock lk(mu_);
   return forms_.size();
 }
 
-}  // namespace loom::type
+}  // namespace loom::mpi

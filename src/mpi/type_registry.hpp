@@ -1,9 +1,11 @@
-// The form cache: what Loom made of each committed datatype, keyed by handle.
-// Entries are built at commit and dropped at free; users of an entry hold a
-// shared_ptr, so a type freed while a message using it is in flight stays
-// valid for that message (MPI allows freeing such types). Equal canonical
-// forms are interned: two handles with the same layout share one form node,
-// so caches further down can key by form pointer.
+// The type registry (the form cache): what Loom made of each committed
+// datatype, keyed by handle, with the one-element layout ready for the
+// engines so a pack call does no tree work. Entries are built at commit and
+// dropped at free; users of an entry hold a shared_ptr, so a type freed while
+// a message using it is in flight stays valid for that message (MPI allows
+// freeing such types). Equal canonical forms are interned: two handles with
+// the same layout share one form node, so caches further down can key by
+// form pointer.
 #pragma once
 
 #include <mpi.h>
@@ -13,14 +15,20 @@
 #include <shared_mutex>
 #include <unordered_map>
 
+#include "pack/layout.hpp"
 #include "type/type_info.hpp"
 #include "util/status.hpp"
 
-namespace loom::type {
+namespace loom::mpi {
 
-class TypeCache {
+struct CommittedType {
+  type::TypeInfo info;
+  pack::Layout layout;  // one element
+};
+
+class TypeRegistry {
  public:
-  using Entry = std::shared_ptr<const TypeInfo>;
+  using Entry = std::shared_ptr<const CommittedType>;
 
   // Reads a just-committed type. Types Loom cannot read are remembered as
   // unsupported (lookup says kUnsupported: hand them back to the MPI).
@@ -40,12 +48,12 @@ class TypeCache {
 
  private:
   Result<Entry> insert(MPI_Datatype t);
-  NodePtr intern(const NodePtr& form);
+  type::NodePtr intern(const type::NodePtr& form);
 
   mutable std::shared_mutex mu_;
   std::unordered_map<MPI_Datatype, Entry> by_handle_;
   std::unordered_map<MPI_Datatype, Status> unsupported_;
-  std::unordered_multimap<uint64_t, std::weak_ptr<const Node>> forms_;
+  std::unordered_multimap<uint64_t, std::weak_ptr<const type::Node>> forms_;
 };
 
-}  // namespace loom::type
+}  // namespace loom::mpi
