@@ -7,10 +7,13 @@ namespace {
 
 NodePtr strided(int64_t count, int64_t stride, NodePtr c, int64_t disp);
 
-// A list item seen as a run: `k` copies of `unit` (disp 0), `step` apart,
-// starting at `start`.
+// A list item seen as a run: `k` copies of `unit`, `step` apart, starting at
+// `start`. The unit keeps its own disp (equal_shape ignores it), so viewing
+// an item allocates nothing; `item` is the item itself, emitted unchanged
+// when the run stays a single item.
 struct Run {
   NodePtr unit;
+  NodePtr item;
   int64_t k = 1;
   int64_t step = 0;
   int64_t start = 0;
@@ -18,8 +21,8 @@ struct Run {
 
 Run view(const NodePtr& item, bool flat) {
   if (flat && item->kind == Kind::kStrided)
-    return {item->child, item->count, item->stride, item->disp};
-  return {shifted(item, -item->disp), 1, 0, item->disp};
+    return {item->child, item, item->count, item->stride, item->disp};
+  return {item, item, 1, 0, item->disp};
 }
 
 // Extends run r by item v if v continues it; returns false otherwise.
@@ -45,7 +48,9 @@ bool try_extend(Run& r, const Run& v) {
 }
 
 NodePtr emit(const Run& r) {
-  return r.k == 1 ? shifted(r.unit, r.start) : strided(r.k, r.step, r.unit, r.start);
+  if (r.k == 1) return r.item;
+  // strided() moves the unit's own disp outward; copy 0 begins at start.
+  return strided(r.k, r.step, r.unit, r.start - r.unit->disp);
 }
 
 // One pass of run merging. `flat`: Strided items count as runs of their child.
