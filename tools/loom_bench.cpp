@@ -100,8 +100,8 @@ int bench_pack(bool quick) {
       loom_unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF);
     };
     int reps = reps_for(median_seconds(mpi_pack, 3), quick ? 0.02 : 0.2);
-    double tp = median_seconds(mpi_pack, reps), lp = median_seconds(loom_p, reps);
-    double tu = median_seconds(mpi_unp, reps), lu = median_seconds(loom_u, reps);
+    auto [tp, lp] = loom::tools::median_pair(mpi_pack, loom_p, reps);
+    auto [tu, lu] = loom::tools::median_pair(mpi_unp, loom_u, reps);
     double b = static_cast<double>(size) * c.count;
     std::printf("| %s | %d | %.0f | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", c.name.c_str(),
                 c.count, b / 1024, b / tp / 1e9, b / lp / 1e9, tp / lp, b / tu / 1e9, b / lu / 1e9,

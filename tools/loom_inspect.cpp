@@ -23,18 +23,20 @@ int print_config() {
   return 0;
 }
 
-double pack_seconds(bool use_loom, MPI_Datatype t, int count, const std::vector<char>& src,
-                    std::vector<char>& dst) {
-  auto once = [&] {
+// Median seconds of MPI_Pack and loom_pack of the same data, timed alternately.
+std::pair<double, double> pack_seconds(MPI_Datatype t, int count, const std::vector<char>& src,
+                                       std::vector<char>& mpi_out, std::vector<char>& loom_out) {
+  const int cap = static_cast<int>(mpi_out.size());
+  auto mpi = [&] {
     int pos = 0;
-    if (use_loom)
-      loom_pack(src.data(), count, t, dst.data(), static_cast<int>(dst.size()), &pos,
-                MPI_COMM_SELF);
-    else
-      MPI_Pack(src.data(), count, t, dst.data(), static_cast<int>(dst.size()), &pos, MPI_COMM_SELF);
+    MPI_Pack(src.data(), count, t, mpi_out.data(), cap, &pos, MPI_COMM_SELF);
   };
-  auto t0 = loom::tools::median_seconds(once, 3);
-  return loom::tools::median_seconds(once, loom::tools::reps_for(t0));
+  auto loom = [&] {
+    int pos = 0;
+    loom_pack(src.data(), count, t, loom_out.data(), cap, &pos, MPI_COMM_SELF);
+  };
+  double once = loom::tools::median_seconds(mpi, 3);
+  return loom::tools::median_pair(mpi, loom, loom::tools::reps_for(once));
 }
 
 }  // namespace
@@ -63,12 +65,10 @@ int main(int argc, char** argv) {
     MPI_Type_get_extent(t, &lb, &ext);
     MPI_Type_size(t, &size);
     std::vector<char> src(static_cast<size_t>(lb + ext * c.count) + 64, 1);
-    std::vector<char> dst(static_cast<size_t>(size) * c.count);
+    std::vector<char> ref(static_cast<size_t>(size) * c.count), out(ref.size());
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 31 + 7);
-    double tm = pack_seconds(false, t, c.count, src, dst);
-    std::vector<char> ref = dst;
-    double tl = pack_seconds(true, t, c.count, src, dst);
-    bool same = ref == dst;
+    auto [tm, tl] = pack_seconds(t, c.count, src, ref, out);
+    bool same = ref == out;
     double bytes = static_cast<double>(size) * c.count;
     std::printf("| %s | %d | %.0f KiB | %.2f | %.2f | %.2fx%s |\n", c.name.c_str(), c.count,
                 bytes / 1024, bytes / tm / 1e9, bytes / tl / 1e9, tm / tl, same ? "" : " MISMATCH");

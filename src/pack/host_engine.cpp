@@ -77,6 +77,10 @@ void run(const LayoutView& l, char* user, char* packed) {
           return strided_fixed<kPack, 8>(l, user, packed);
         case 16:
           return strided_fixed<kPack, 16>(l, user, packed);
+        case 32:
+          return strided_fixed<kPack, 32>(l, user, packed);
+        case 64:
+          return strided_fixed<kPack, 64>(l, user, packed);
         default:
           break;
       }
