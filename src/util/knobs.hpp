@@ -14,7 +14,11 @@ namespace loom {
   X(disable, "LOOM_DISABLE", "0", "1: Loom does nothing; every call goes straight to MPI") \
   X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")     \
   X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                  \
-    "comma list of subsystems to log: type,pack,model,transport,mpi or all")
+    "comma list of subsystems to log: type,pack,model,transport,mpi or all")               \
+  X(method, "LOOM_METHOD", "auto",                                                         \
+    "how device messages move: oneshot|staged|auto (device: not yet)")                     \
+  X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                  \
+    "test only: treat host buffers as device buffers (host engine), to test without a GPU")
 
 struct Knobs {
 #define LOOM_KNOB_FIELD(field, env, def, doc) std::string field;

@@ -31,7 +31,7 @@ TEST(Cache, EntryOutlivesTypeFree) {
   for (int i = 0; i < 64; ++i) src[i] = i * 3;
   std::vector<char> expect(64 * 4);
   int pos = 0;
-  MPI_Pack(src.data(), 1, t, expect.data(), static_cast<int>(expect.size()), &pos, MPI_COMM_SELF);
+  PMPI_Pack(src.data(), 1, t, expect.data(), static_cast<int>(expect.size()), &pos, MPI_COMM_SELF);
   loom_type_free(t);
   MPI_Type_free(&t);
   auto l = pack::make_layout(type::repeat(held->info.form, 1, held->info.extent));

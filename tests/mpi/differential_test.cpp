@@ -95,7 +95,7 @@ void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& rec
   const int cap = pack_size + pos0 + 16;
   std::vector<unsigned char> mp(cap, 0xA5), lp(cap, 0xA5);
   int mpos = pos0, lpos = pos0;
-  ASSERT_EQ(MPI_Pack(origin, count, t, mp.data(), cap, &mpos, MPI_COMM_SELF), MPI_SUCCESS);
+  ASSERT_EQ(PMPI_Pack(origin, count, t, mp.data(), cap, &mpos, MPI_COMM_SELF), MPI_SUCCESS);
   ASSERT_EQ(loom_pack(origin, count, t, lp.data(), cap, &lpos, MPI_COMM_SELF), MPI_SUCCESS);
   ASSERT_EQ(lpos, mpos);
   ASSERT_EQ(lpos - pos0, static_cast<int64_t>(size) * count);
@@ -108,7 +108,7 @@ void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& rec
     std::vector<unsigned char> ep(cap, 0xA5);
     int epos = pos0;
     for (int i = 0; i < count; ++i)
-      MPI_Pack(origin + i * ext, 1, t, ep.data(), cap, &epos, MPI_COMM_SELF);
+      PMPI_Pack(origin + i * ext, 1, t, ep.data(), cap, &epos, MPI_COMM_SELF);
     ASSERT_TRUE(ep != mp) << "packed bytes differ; form " << type::to_string(info.form);
     ASSERT_TRUE(ep == lp) << "packed bytes differ from per-element MPI_Pack; form "
                           << type::to_string(info.form);
@@ -132,7 +132,7 @@ void check_type(MPI_Datatype t, int count, uint64_t seed, const std::string& rec
     ASSERT_TRUE(lu == mu);
     return;
   }
-  ASSERT_EQ(MPI_Unpack(mp.data(), cap, &mpos, mu.data() + pad - sp.lo, count, t, MPI_COMM_SELF),
+  ASSERT_EQ(PMPI_Unpack(mp.data(), cap, &mpos, mu.data() + pad - sp.lo, count, t, MPI_COMM_SELF),
             MPI_SUCCESS);
   ASSERT_EQ(loom_unpack(lp.data(), cap, &lpos, lu.data() + pad - sp.lo, count, t, MPI_COMM_SELF),
             MPI_SUCCESS);

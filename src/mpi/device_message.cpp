@@ -1,0 +1,73 @@
+#include "mpi/device_message.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "mpi/errors.hpp"
+#include "mpi/next.hpp"
+#include "type/ir.hpp"
+#include "util/log.hpp"
+
+namespace loom::mpi {
+
+int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p) {
+  Runtime* rt = runtime();
+  if (comm == MPI_COMM_NULL) return raise(comm, MPI_ERR_COMM, "null communicator");
+  if (count < 0) return raise(comm, MPI_ERR_COUNT, "negative count");
+  if (type == MPI_DATATYPE_NULL) return raise(comm, MPI_ERR_TYPE, "MPI_DATATYPE_NULL");
+  auto e = rt->types.lookup(type);
+  if (e) {
+    p.type = std::move(e.value());
+    const type::TypeInfo& info = p.type->info;
+    p.msg.form = info.form;
+    p.msg.one = &p.type->layout;
+    p.msg.count = count;
+    p.msg.extent = info.extent;
+    if (!type::checked_mul(count, info.size, &p.msg.bytes))
+      return raise(comm, MPI_ERR_COUNT, "message size overflows");
+    p.mover = rt->mover_for(static_cast<size_t>(p.msg.bytes));
+  } else {
+    // The MPI knows this type (or will raise its error): move the whole span
+    // of the data, read from the MPI (valid for uncommitted types too).
+    MPI_Count tlb = 0, text = 0, lb = 0, ext = 0, size = 0;
+    MPI_Type_get_true_extent_x(type, &tlb, &text);
+    MPI_Type_get_extent_x(type, &lb, &ext);
+    MPI_Type_size_x(type, &size);
+    if (count > 0 && size > 0) {
+      int64_t shift = static_cast<int64_t>(count - 1) * ext;
+      p.span_lo = tlb + std::min<int64_t>(0, shift);
+      p.span_bytes = tlb + text + std::max<int64_t>(0, shift) - p.span_lo;
+    }
+    p.mover = rt->mover_for(static_cast<size_t>(p.span_bytes));
+    LOOM_INFO(kMpi, "device message with a type Loom does not know: %lld bytes through the host",
+              (long long)p.span_bytes);
+  }
+  if (!p.mover) return raise(comm, MPI_ERR_BUFFER, "device buffer, but no GPU mover is available");
+  return MPI_SUCCESS;
+}
+
+int ByteArg::make(size_t bytes) {
+  if (bytes <= static_cast<size_t>(INT_MAX)) {
+    count = static_cast<int>(bytes);
+    type = MPI_BYTE;
+    return MPI_SUCCESS;
+  }
+  const size_t chunk = size_t{1} << 20;
+  MPI_Datatype mib;
+  LOOM_NEXT(MPI_Type_contiguous)(static_cast<int>(chunk), MPI_BYTE, &mib);
+  int blens[2] = {static_cast<int>(bytes / chunk), static_cast<int>(bytes % chunk)};
+  MPI_Aint disps[2] = {0, static_cast<MPI_Aint>(bytes / chunk * chunk)};
+  MPI_Datatype types[2] = {mib, MPI_BYTE};
+  int rc = LOOM_NEXT(MPI_Type_create_struct)(2, blens, disps, types, &type);
+  LOOM_NEXT(MPI_Type_free)(&mib);
+  if (rc == MPI_SUCCESS) rc = LOOM_NEXT(MPI_Type_commit)(&type);
+  count = 1;
+  return rc;
+}
+
+void ByteArg::release() {
+  if (type != MPI_BYTE) LOOM_NEXT(MPI_Type_free)(&type);
+  type = MPI_BYTE;
+}
+
+}  // namespace loom::mpi

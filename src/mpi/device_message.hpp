@@ -1,0 +1,44 @@
+// Shared by the interposed calls that take device buffers: checking the
+// arguments, choosing the mover, and the (count, type) in which a host MPI
+// carries packed bytes.
+#pragma once
+
+#include <mpi.h>
+
+#include "mpi/runtime.hpp"
+#include "mpi/type_registry.hpp"
+#include "transport/memtype.hpp"
+#include "transport/mover.hpp"
+
+namespace loom::mpi {
+
+// True when Loom is active and buf is device memory: the call is Loom's.
+inline bool on_device(const void* buf) {
+  return runtime() && transport::memkind(buf) == transport::MemKind::kDevice;
+}
+
+// A device message resolved: either a type Loom reads (msg) or, for types it
+// cannot read or was never shown, the whole span of the data (span_*), which
+// goes through the host and is handled by the MPI with the original type.
+struct DevicePlan {
+  TypeRegistry::Entry type;
+  transport::Message msg;
+  transport::Mover* mover = nullptr;
+  int64_t span_lo = 0;
+  int64_t span_bytes = 0;
+  bool span() const { return !type; }
+};
+
+// Checks count, type and comm (errors through comm's handler) and resolves.
+int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p);
+
+// Packed bytes as the host MPI takes them: MPI_BYTE up to INT_MAX bytes,
+// beyond that a committed struct of 1 MiB chunks (free it with release()).
+struct ByteArg {
+  int count = 0;
+  MPI_Datatype type = MPI_BYTE;
+  int make(size_t bytes);
+  void release();
+};
+
+}  // namespace loom::mpi

@@ -1,0 +1,89 @@
+#include "mpi/requests.hpp"
+
+#include "mpi/next.hpp"
+#include "util/log.hpp"
+
+namespace loom::mpi {
+
+void RequestTable::add(MPI_Request r, PendingOp op) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ops_.emplace(r, std::move(op));
+  n_.fetch_add(1, std::memory_order_release);
+}
+
+bool RequestTable::take(MPI_Request r, PendingOp* out) {
+  if (empty() || r == MPI_REQUEST_NULL) return false;
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = ops_.find(r);
+  if (it == ops_.end()) return false;
+  *out = std::move(it->second);
+  ops_.erase(it);
+  n_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+void RequestTable::detach(MPI_Request r, PendingOp op) {
+  std::lock_guard<std::mutex> lk(mu_);
+  detached_.emplace_back(r, std::move(op));
+  n_.fetch_add(1, std::memory_order_release);
+}
+
+void RequestTable::progress() {
+  if (empty()) return;
+  std::vector<std::pair<PendingOp, MPI_Status>> done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i = 0; i < detached_.size();) {
+      int flag = 0;
+      MPI_Status st;
+      LOOM_NEXT(MPI_Test)(&detached_[i].first, &flag, &st);
+      if (!flag) {
+        ++i;
+        continue;
+      }
+      done.emplace_back(std::move(detached_[i].second), st);
+      detached_[i] = std::move(detached_.back());
+      detached_.pop_back();
+      n_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  // A freed receive still lands in the user's buffer (MPI semantics).
+  for (auto& [op, st] : done) finish(op, st);
+}
+
+void RequestTable::drain() {
+  std::vector<std::pair<MPI_Request, PendingOp>> all;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    all.swap(detached_);
+  }
+  for (auto& [r, op] : all) {
+    MPI_Status st;
+    LOOM_NEXT(MPI_Wait)(&r, &st);
+    n_.fetch_sub(1, std::memory_order_release);
+    finish(op, st);
+  }
+}
+
+int finish(PendingOp& op, const MPI_Status& st) {
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
+  MPI_Count received = 0;
+  MPI_Get_elements_x(&st, MPI_BYTE, &received);
+  if (received == MPI_UNDEFINED || received < 0) received = 0;
+  Status s;
+  if (op.kind == PendingOp::Kind::kRecv) {
+    s = op.mover->unpack(op.msg, op.staged, static_cast<size_t>(received), op.user);
+  } else {  // the whole span comes back: gaps are as they were sent down
+    s = op.mover->copy_from_host(static_cast<char*>(op.user) + op.span_lo, op.staged.host,
+                                 op.staged.bytes);
+  }
+  if (!s.is_ok()) {
+    LOOM_LOG(kError, kMpi, "receive into device memory failed: %s", s.message().c_str());
+    return MPI_ERR_OTHER;
+  }
+  return MPI_SUCCESS;
+}
+
+}  // namespace loom::mpi

@@ -1,0 +1,58 @@
+// Device messages in flight. A non-blocking operation on a device buffer is
+// a real MPI request on a host staging buffer; the table remembers what to
+// do when it completes (unpack into the user's buffer, return the staging),
+// keyed by that request, so Loom hands out no requests of its own and
+// plain requests in the same Waitall arrays need no translation.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "mpi/type_registry.hpp"
+#include "transport/mover.hpp"
+
+namespace loom::mpi {
+
+struct PendingOp {
+  enum class Kind { kSend, kRecv, kSpanRecv };
+  Kind kind = Kind::kSend;
+  transport::Staged staged;
+  transport::Mover* mover = nullptr;
+  // kRecv: unpack into `user` with this type and message.
+  TypeRegistry::Entry type;
+  transport::Message msg;
+  void* user = nullptr;
+  // kSpanRecv (types Loom cannot read): copy staged bytes back to user + lo.
+  int64_t span_lo = 0;
+};
+
+class RequestTable {
+ public:
+  void add(MPI_Request r, PendingOp op);
+  // Removes and returns the op of r, if r is one of Loom's.
+  bool take(MPI_Request r, PendingOp* out);
+  bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
+
+  // MPI_Request_free on a device operation: it still completes, and its
+  // staging must live until then; progress() tests such requests.
+  void detach(MPI_Request r, PendingOp op);
+  void progress();
+  void drain();  // at finalize: waits for every detached request
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<MPI_Request, PendingOp> ops_;
+  std::vector<std::pair<MPI_Request, PendingOp>> detached_;
+  std::atomic<size_t> n_{0};
+};
+
+// Finishes an op whose request completed without error: for receives,
+// unpacks the received bytes into the user's buffer (nothing when it was
+// cancelled). Returns MPI_SUCCESS or an MPI error code.
+int finish(PendingOp& op, const MPI_Status& st);
+
+}  // namespace loom::mpi

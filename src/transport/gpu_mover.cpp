@@ -1,0 +1,150 @@
+// The GPU movers: one-shot (pack straight into mapped pinned host memory)
+// and staged (pack into device scratch, one copy to pinned host memory).
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "pack/gpu_engine.hpp"
+#include "pack/pools.hpp"
+#include "transport/mover.hpp"
+#include "type/canonical.hpp"
+#include "util/log.hpp"
+
+namespace loom::transport {
+namespace {
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::ok();
+  cudaGetLastError();
+  return Status(Err::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+class GpuMover final : public Mover {
+ public:
+  explicit GpuMover(Method m) : method_(m) {}
+  ~GpuMover() override {
+    layouts_.clear();
+    pinned_.release_all();
+    scratch_.release_all();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status init() {
+    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+  }
+
+  Method method() const override { return method_; }
+
+  Result<Staged> pack(const Message& m, const void* user) override {
+    auto s = stage(static_cast<size_t>(m.bytes));
+    if (!s || m.bytes == 0) return s;
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    if (method_ == Method::kOneShot) {
+      LOOM_TRY(pack::gpu_pack_sync(*gl.value(), user, s->dev, stream_));
+      return s;
+    }
+    auto scratch = pack::lease(scratch_, static_cast<size_t>(m.bytes));
+    if (!scratch) return scratch.status();
+    LOOM_TRY(pack::gpu_pack(*gl.value(), user, scratch->get(), stream_));
+    LOOM_TRY(cuda_status(
+        cudaMemcpyAsync(s->host, scratch->get(), m.bytes, cudaMemcpyDeviceToHost, stream_),
+        "copy to host"));
+    LOOM_TRY(cuda_status(cudaStreamSynchronize(stream_), "pack"));
+    return s;
+  }
+
+  Result<Staged> stage(size_t bytes) override {
+    Staged s;
+    s.bytes = bytes;
+    if (bytes == 0) return s;
+    auto l = pack::lease(pinned_, bytes);
+    if (!l) return l.status();
+    auto lease = std::make_shared<pack::PoolLease>(std::move(l.value()));
+    s.host = lease->get();
+    s.dev = lease->dev();
+    s.hold = lease;
+    return s;
+  }
+
+  Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
+    const int64_t size = m.count ? m.bytes / m.count : 0;
+    if (size == 0 || received == 0) return Status::ok();
+    Message whole = m;
+    whole.count = static_cast<int64_t>(received) / size;
+    whole.bytes = whole.count * size;
+    const char* src = static_cast<const char*>(method_ == Method::kOneShot ? s.dev : s.host);
+    pack::PoolLease scratch;
+    if (method_ == Method::kStaged) {
+      auto l = pack::lease(scratch_, received);
+      if (!l) return l.status();
+      scratch = std::move(l.value());
+      LOOM_TRY(cuda_status(
+          cudaMemcpyAsync(scratch.get(), s.host, received, cudaMemcpyHostToDevice, stream_),
+          "copy to device"));
+      src = static_cast<const char*>(scratch.get());
+    }
+    if (whole.count > 0) {
+      auto gl = gpu_layout(whole);
+      if (!gl) return gl.status();
+      LOOM_TRY(pack::gpu_unpack(*gl.value(), src, user, stream_));
+    }
+    const char* tail = src + whole.bytes;
+    for (const auto& r :
+         partial_runs(m, whole.count, static_cast<int64_t>(received) - whole.bytes)) {
+      LOOM_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(user) + r.off, tail, r.len,
+                                           cudaMemcpyDefault, stream_),
+                           "partial element"));
+      tail += r.len;
+    }
+    return cuda_status(cudaStreamSynchronize(stream_), "unpack");
+  }
+
+  Status copy_to_host(void* host, const void* user, size_t bytes) override {
+    return cuda_status(cudaMemcpy(host, user, bytes, cudaMemcpyDefault), "copy to host");
+  }
+  Status copy_from_host(void* user, const void* host, size_t bytes) override {
+    return cuda_status(cudaMemcpy(user, host, bytes, cudaMemcpyDefault), "copy from host");
+  }
+  size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
+
+ private:
+  // GPU layouts (kernel choice, device block tables) per (form, count, extent).
+  Result<std::shared_ptr<const pack::GpuLayout>> gpu_layout(const Message& m) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto key = std::make_tuple(m.form.get(), m.count, m.extent);
+    auto it = layouts_.find(key);
+    if (it != layouts_.end()) return it->second.second;
+    auto l = pack::make_layout(type::repeat(m.form, m.count, m.extent));
+    if (!l) return l.status();
+    auto gl = pack::GpuLayout::create(l.value());
+    if (!gl) return gl.status();
+    if (layouts_.size() >= kMaxLayouts) layouts_.clear();
+    auto p = std::make_shared<const pack::GpuLayout>(std::move(gl.value()));
+    layouts_.emplace(key, std::make_pair(m.form, p));  // the form is held: its address stays unique
+    return p;
+  }
+
+  static constexpr size_t kMaxLayouts = 4096;
+  const Method method_;
+  cudaStream_t stream_ = nullptr;
+  pack::PinnedPool pinned_;
+  pack::DevicePool scratch_;
+  std::mutex mu_;
+  std::map<std::tuple<const void*, int64_t, int64_t>,
+           std::pair<type::NodePtr, std::shared_ptr<const pack::GpuLayout>>>
+      layouts_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m) {
+  if (!pack::gpu_available()) return Status(Err::kUnsupported, "no GPU");
+  auto mover = std::make_unique<GpuMover>(m);
+  LOOM_TRY(mover->init());
+  return std::unique_ptr<Mover>(std::move(mover));
+}
+
+}  // namespace loom::transport

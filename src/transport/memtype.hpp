@@ -1,0 +1,16 @@
+// Where a user buffer lives. MPI-free.
+#pragma once
+
+namespace loom::transport {
+
+enum class MemKind { kHost, kDevice };
+
+// Reads the settings and probes for a GPU; called at loom_init.
+void memtype_init();
+// Host for null (MPI_BOTTOM), pageable and pinned host memory, and managed
+// memory (the CPU can read it, so the host MPI may too); device for memory of
+// a GPU. Without a CUDA build or a GPU, always host. In the test mode
+// LOOM_TEST_HOST_AS_DEVICE every non-null buffer counts as device.
+MemKind memkind(const void* p);
+
+}  // namespace loom::transport

@@ -1,0 +1,122 @@
+#include "transport/mover.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "pack/host_engine.hpp"
+#include "type/canonical.hpp"
+
+namespace loom::transport {
+
+const char* method_name(Method m) {
+  switch (m) {
+    case Method::kHost:
+      return "host";
+    case Method::kOneShot:
+      return "oneshot";
+    case Method::kStaged:
+      return "staged";
+  }
+  return "?";
+}
+
+Result<pack::LayoutView> message_view(const Message& m, pack::Layout& owned) {
+  auto v = pack::repeat_view(*m.one, m.count, m.extent);
+  if (v || v.status().code() != Err::kUnsupported) return v;
+  auto l = pack::make_layout(type::repeat(m.form, m.count, m.extent));
+  if (!l) return l.status();
+  owned = std::move(l.value());
+  return owned.view();
+}
+
+std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t bytes) {
+  std::vector<pack::Block> runs;
+  const pack::LayoutView v = m.one->view();
+  const int64_t base = index * m.extent;
+  for (int64_t p = 0; p < bytes; ++p) {
+    int64_t off = base + pack::packed_to_offset(v, p);
+    if (!runs.empty() && runs.back().off + runs.back().len == off)
+      ++runs.back().len;
+    else
+      runs.push_back({off, 1});
+  }
+  return runs;
+}
+
+namespace {
+
+class HostMover final : public Mover {
+ public:
+  Method method() const override { return Method::kHost; }
+
+  Result<Staged> pack(const Message& m, const void* user) override {
+    auto s = stage(static_cast<size_t>(m.bytes));
+    if (!s) return s;
+    pack::Layout owned;
+    auto v = message_view(m, owned);
+    if (!v) return v.status();
+    pack::host_pack(*v, user, s->host);
+    return s;
+  }
+
+  Result<Staged> stage(size_t bytes) override {
+    Staged s;
+    s.bytes = bytes;
+    if (bytes == 0) return s;
+    auto buf = std::shared_ptr<char[]>(new (std::nothrow) char[bytes]);
+    if (!buf) return Status(Err::kNoMemory, "host staging");
+    s.host = buf.get();
+    in_use_ += bytes;
+    auto* self = this;
+    s.hold =
+        std::shared_ptr<void>(buf.get(), [buf, bytes, self](void*) { self->in_use_ -= bytes; });
+    return s;
+  }
+
+  Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
+    const int64_t size = m.count ? m.bytes / m.count : 0;
+    if (size == 0 || received == 0) return Status::ok();
+    Message whole = m;
+    whole.count = static_cast<int64_t>(received) / size;
+    whole.bytes = whole.count * size;
+    pack::Layout owned;
+    auto v = message_view(whole, owned);
+    if (!v) return v.status();
+    pack::host_unpack(*v, s.host, user);
+    const char* tail = static_cast<const char*>(s.host) + whole.bytes;
+    for (const auto& r :
+         partial_runs(m, whole.count, static_cast<int64_t>(received) - whole.bytes)) {
+      std::memcpy(static_cast<char*>(user) + r.off, tail, r.len);
+      tail += r.len;
+    }
+    return Status::ok();
+  }
+
+  Status copy_to_host(void* host, const void* user, size_t bytes) override {
+    std::memcpy(host, user, bytes);
+    return Status::ok();
+  }
+  Status copy_from_host(void* user, const void* host, size_t bytes) override {
+    std::memcpy(user, host, bytes);
+    return Status::ok();
+  }
+  size_t bytes_in_use() const override { return in_use_.load(); }
+
+ private:
+  std::atomic<size_t> in_use_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Mover> make_host_mover() {
+  return std::make_unique<HostMover>();
+}
+
+#ifndef LOOM_HAVE_CUDA
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method) {
+  return Status(Err::kUnsupported, "Loom was built without CUDA");
+}
+#endif
+
+}  // namespace loom::transport

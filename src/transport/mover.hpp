@@ -1,0 +1,71 @@
+// Movers: each takes a message's bytes between a user buffer and a
+// host-visible staging buffer, which is what the host MPI sends and
+// receives, so an MPI that cannot read GPU memory never sees a device
+// pointer. One mover per method, behind one small interface (NCCL's
+// transport tables, in C++):
+//   one-shot: the pack kernel writes straight into mapped pinned host memory;
+//   staged:   pack into device scratch, then one copy to pinned host memory;
+//   host:     the host engine (test mode, and buffers Loom treats as host).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "pack/layout.hpp"
+#include "type/ir.hpp"
+#include "util/status.hpp"
+
+namespace loom::transport {
+
+// What moves: `count` elements, `extent` apart, of a type whose canonical
+// form and one-element layout are given (both owned by the caller's
+// registry entry, which outlives the message).
+struct Message {
+  type::NodePtr form;
+  const pack::Layout* one = nullptr;
+  int64_t count = 0;
+  int64_t extent = 0;
+  int64_t bytes = 0;  // packed size: count * type size
+};
+
+struct Staged {
+  void* host = nullptr;  // what the host MPI reads or writes
+  void* dev = nullptr;   // the same bytes as kernels address them, where mapped
+  size_t bytes = 0;
+  std::shared_ptr<void> hold;  // keeps the buffer until the last copy is gone
+};
+
+enum class Method { kHost, kOneShot, kStaged };
+const char* method_name(Method m);
+
+class Mover {
+ public:
+  virtual ~Mover() = default;
+  virtual Method method() const = 0;
+  // Packs the message from `user` into new staging; done when it returns.
+  virtual Result<Staged> pack(const Message& m, const void* user) = 0;
+  // Staging to receive up to `bytes` into.
+  virtual Result<Staged> stage(size_t bytes) = 0;
+  // Unpacks the first `received` bytes of `s` into `user`: whole elements,
+  // then the leading bytes of a partial one when the sender sent less.
+  virtual Status unpack(const Message& m, const Staged& s, size_t received, void* user) = 0;
+  // Plain copies between the user's memory and host memory, for types Loom
+  // cannot read (their whole span goes through the host).
+  virtual Status copy_to_host(void* host, const void* user, size_t bytes) = 0;
+  virtual Status copy_from_host(void* user, const void* host, size_t bytes) = 0;
+  // Bytes of staging and scratch handed out and not yet returned.
+  virtual size_t bytes_in_use() const = 0;
+};
+
+std::unique_ptr<Mover> make_host_mover();
+// kOneShot or kStaged; needs a CUDA build and a GPU.
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m);
+
+// The layout of m.count elements: the allocation-free view when it fits,
+// else a Layout built from the form (kept in `owned`).
+Result<pack::LayoutView> message_view(const Message& m, pack::Layout& owned);
+// The byte runs (offsets from the user buffer) that hold the first `bytes`
+// packed bytes of element `index`, for a partial last element.
+std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t bytes);
+
+}  // namespace loom::transport

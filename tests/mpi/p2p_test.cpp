@@ -1,0 +1,363 @@
+// Point-to-point through the interposer, on 2 or 4 ranks. Run twice by
+// ctest: with host buffers (pass-through) and with LOOM_TEST_HOST_AS_DEVICE=1,
+// where every buffer takes the device path (staging, request table, partial
+// receives) with the host engine, so CI covers that machinery without a GPU.
+// The oracle is the MPI's own pack/unpack on the host.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mpi/runtime.hpp"
+#include "random_types.hpp"
+
+namespace loom::test {
+namespace {
+
+int rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+// A user buffer for `count` elements of t with margins, its origin, and a
+// deterministic fill.
+struct Buffer {
+  std::vector<unsigned char> bytes;
+  int64_t lo = 0;
+  Buffer(MPI_Datatype t, int count, unsigned fill_seed) {
+    MPI_Count tlb, text, lb, ext;
+    MPI_Type_get_true_extent_x(t, &tlb, &text);
+    MPI_Type_get_extent_x(t, &lb, &ext);
+    int64_t shift = static_cast<int64_t>(count > 0 ? count - 1 : 0) * ext;
+    lo = tlb + std::min<int64_t>(0, shift) - 16;
+    int64_t hi = tlb + text + std::max<int64_t>(0, shift) + 16;
+    bytes.resize(static_cast<size_t>(hi - lo));
+    for (size_t i = 0; i < bytes.size(); ++i)
+      bytes[i] = static_cast<unsigned char>(fill_seed == 0 ? 0x5A : (i * 37 + fill_seed) >> 2);
+  }
+  void* origin() { return bytes.data() - lo; }
+};
+
+// What the receiver's buffer must hold: the sender's data packed and
+// unpacked by the MPI itself into the receiver's initial buffer.
+std::vector<unsigned char> expected(MPI_Datatype st, int scount, Buffer& src, MPI_Datatype rt,
+                                    int rcount, const Buffer& initial) {
+  int cap = 0;
+  PMPI_Pack_size(scount, st, MPI_COMM_SELF, &cap);
+  std::vector<char> packed(cap + 1);
+  int pos = 0;
+  PMPI_Pack(src.origin(), scount, st, packed.data(), cap, &pos, MPI_COMM_SELF);
+  Buffer out = initial;
+  int upos = 0, rsize = 0;
+  MPI_Type_size(rt, &rsize);
+  // Only the whole elements that arrived (MPI_Unpack wants all it is asked for).
+  const int whole = rsize > 0 ? std::min(rcount, pos / rsize) : 0;
+  if (whole > 0) PMPI_Unpack(packed.data(), pos, &upos, out.origin(), whole, rt, MPI_COMM_SELF);
+  return out.bytes;
+}
+
+class P2P : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  }
+  void TearDown() override {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (runtime()) {
+      EXPECT_EQ(runtime()->bytes_in_use(), 0u) << "staging not returned";
+    }
+  }
+};
+
+// Random derived types, same seed on both sides; blocking and non-blocking.
+TEST_F(P2P, RandomTypesBetweenPairs) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    RandomTypes gen(seed * 7919);
+    MPI_Datatype t = gen.make(1 + static_cast<int>(seed % 4));
+    MPI_Type_commit(&t);
+    const int count = 1 + static_cast<int>(seed % 3);
+    Buffer src(t, count, static_cast<unsigned>(seed)), dst(t, count, 0);
+    Buffer initial = dst;
+    SCOPED_TRACE("seed " + std::to_string(seed) + ": " + gen.recipe());
+    if (seed % 2 == 0) {
+      if (me % 2 == 0) {
+        ASSERT_EQ(MPI_Send(src.origin(), count, t, peer, 7, MPI_COMM_WORLD), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Recv(dst.origin(), count, t, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  MPI_SUCCESS);
+      } else {
+        ASSERT_EQ(MPI_Recv(dst.origin(), count, t, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  MPI_SUCCESS);
+        ASSERT_EQ(MPI_Send(src.origin(), count, t, peer, 7, MPI_COMM_WORLD), MPI_SUCCESS);
+      }
+    } else {
+      MPI_Request r[2];
+      MPI_Status st[2];
+      ASSERT_EQ(MPI_Irecv(dst.origin(), count, t, peer, 9, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(src.origin(), count, t, peer, 9, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Waitall(2, r, st), MPI_SUCCESS);
+      int got = -1, size_t_ = 0;
+      MPI_Type_size(t, &size_t_);
+      MPI_Get_count(&st[0], t, &got);
+      if (size_t_ > 0) {
+        EXPECT_EQ(got, count);
+      }
+    }
+    // Both sides fill src alike, so the peer's data is our own src.
+    ASSERT_EQ(dst.bytes, expected(t, count, src, t, count, initial));
+    MPI_Type_free(&t);
+  }
+}
+
+// Many outstanding operations completed by each completion call.
+TEST_F(P2P, SixtyFourOutstandingAllCompletionCalls) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(16, 3, 5, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  const int n = 64;
+  for (int how = 0; how < 5; ++how) {
+    SCOPED_TRACE("completion " + std::to_string(how));
+    std::vector<Buffer> src, dst;
+    for (int i = 0; i < n; ++i) {
+      src.emplace_back(t, 2, 100 + i);
+      dst.emplace_back(t, 2, 0);
+    }
+    std::vector<MPI_Request> reqs(2 * n);
+    for (int i = 0; i < n; ++i) MPI_Irecv(dst[i].origin(), 2, t, peer, i, MPI_COMM_WORLD, &reqs[i]);
+    for (int i = 0; i < n; ++i)
+      MPI_Isend(src[i].origin(), 2, t, peer, i, MPI_COMM_WORLD, &reqs[n + i]);
+    int done = 0;
+    while (done < 2 * n) {
+      int idx, flag, outcount;
+      std::vector<int> idxs(2 * n);
+      switch (how) {
+        case 0:
+          MPI_Waitall(2 * n, reqs.data(), MPI_STATUSES_IGNORE);
+          done = 2 * n;
+          break;
+        case 1:
+          MPI_Waitany(2 * n, reqs.data(), &idx, MPI_STATUS_IGNORE);
+          ++done;
+          break;
+        case 2:
+          MPI_Waitsome(2 * n, reqs.data(), &outcount, idxs.data(), MPI_STATUSES_IGNORE);
+          done += outcount;
+          break;
+        case 3:
+          MPI_Testall(2 * n, reqs.data(), &flag, MPI_STATUSES_IGNORE);
+          if (flag) done = 2 * n;
+          break;
+        default:
+          MPI_Testany(2 * n, reqs.data(), &idx, &flag, MPI_STATUS_IGNORE);
+          done += flag && idx != MPI_UNDEFINED;
+          break;
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      Buffer initial(t, 2, 0);
+      ASSERT_EQ(dst[i].bytes, expected(t, 2, src[i], t, 2, initial)) << "message " << i;
+    }
+  }
+  MPI_Type_free(&t);
+}
+
+// Wildcards: every other rank sends to rank 0 with its own tag; statuses
+// give source, tag and the count in the receiver's type.
+TEST_F(P2P, AnySourceAnyTag) {
+  MPI_Datatype t;
+  MPI_Type_vector(8, 1, 3, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);
+  if (rank() == 0) {
+    std::vector<bool> seen(size(), false);
+    for (int k = 1; k < size(); ++k) {
+      Buffer dst(t, 4, 0);
+      MPI_Status st;
+      ASSERT_EQ(MPI_Recv(dst.origin(), 4, t, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st),
+                MPI_SUCCESS);
+      ASSERT_GT(st.MPI_SOURCE, 0);
+      EXPECT_EQ(st.MPI_TAG, 1000 + st.MPI_SOURCE);
+      int got;
+      MPI_Get_count(&st, t, &got);
+      EXPECT_EQ(got, st.MPI_SOURCE);  // rank r sends r elements
+      seen[st.MPI_SOURCE] = true;
+      Buffer src(t, got, 40 + st.MPI_SOURCE), initial(t, 4, 0);
+      ASSERT_EQ(dst.bytes, expected(t, got, src, t, 4, initial));
+    }
+    for (int k = 1; k < size(); ++k) EXPECT_TRUE(seen[k]);
+  } else {
+    Buffer src(t, rank(), 40 + rank());
+    ASSERT_EQ(MPI_Send(src.origin(), rank(), t, 0, 1000 + rank(), MPI_COMM_WORLD), MPI_SUCCESS);
+  }
+  MPI_Type_free(&t);
+}
+
+// Non-overtaking: messages between a pair with one tag arrive in order.
+TEST_F(P2P, OrderIsKept) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  const int n = 100;
+  if (me % 2 == 0) {
+    std::vector<MPI_Request> r(n);
+    std::vector<int> vals(n);
+    for (int i = 0; i < n; ++i) {
+      vals[i] = i;
+      MPI_Isend(&vals[i], 1, MPI_INT, peer, 5, MPI_COMM_WORLD, &r[i]);
+    }
+    MPI_Waitall(n, r.data(), MPI_STATUSES_IGNORE);
+  } else {
+    std::vector<int> got(n, -1);
+    std::vector<MPI_Request> r(n);
+    for (int i = 0; i < n; ++i)
+      MPI_Irecv(&got[i], 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, &r[i]);
+    MPI_Waitall(n, r.data(), MPI_STATUSES_IGNORE);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], i);
+  }
+}
+
+// A receiver type unlike the sender's (same signature), and a shorter
+// message than the receive: the leading elements land, the rest stay.
+TEST_F(P2P, DifferentReceiverTypeAndShortMessage) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  MPI_Datatype send_t, recv_t;
+  MPI_Type_vector(6, 2, 4, MPI_FLOAT, &send_t);  // 12 floats per element
+  int bl[3] = {1, 2, 1}, dp[3] = {0, 3, 9};
+  MPI_Type_indexed(3, bl, dp, MPI_FLOAT, &recv_t);  // 4 floats per element
+  MPI_Type_commit(&send_t);
+  MPI_Type_commit(&recv_t);
+  Buffer src(send_t, 1, 9), dst(recv_t, 5, 0);
+  Buffer initial = dst;
+  // 12 floats sent, room for 20: three whole elements arrive.
+  if (me % 2 == 0) {
+    MPI_Send(src.origin(), 1, send_t, peer, 3, MPI_COMM_WORLD);
+  } else {
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(dst.origin(), 5, recv_t, peer, 3, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    int got;
+    MPI_Get_count(&st, recv_t, &got);
+    EXPECT_EQ(got, 3);
+    ASSERT_EQ(dst.bytes, expected(send_t, 1, src, recv_t, 5, initial));
+  }
+  // 13 floats: the fourth element arrives in part. MPI_Unpack cannot say
+  // what a partial element holds, so the oracle is the MPI's own receive of
+  // the same message, sent a second time past Loom.
+  MPI_Datatype odd;
+  MPI_Type_contiguous(13, MPI_FLOAT, &odd);
+  MPI_Type_commit(&odd);
+  std::vector<float> vals(13);
+  for (int i = 0; i < 13; ++i) vals[i] = 1.5f * i;
+  Buffer dst2(recv_t, 5, 0);
+  Buffer oracle = dst2;
+  if (me % 2 == 0) {
+    MPI_Send(vals.data(), 1, odd, peer, 4, MPI_COMM_WORLD);
+    PMPI_Send(vals.data(), 1, odd, peer, 5, MPI_COMM_WORLD);
+  } else {
+    MPI_Status st;
+    ASSERT_EQ(MPI_Recv(dst2.origin(), 5, recv_t, peer, 4, MPI_COMM_WORLD, &st), MPI_SUCCESS);
+    int elems;
+    MPI_Get_elements(&st, MPI_FLOAT, &elems);
+    EXPECT_EQ(elems, 13);
+    PMPI_Recv(oracle.origin(), 5, recv_t, peer, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    ASSERT_EQ(dst2.bytes, oracle.bytes);
+    ASSERT_NE(dst2.bytes, Buffer(recv_t, 5, 0).bytes);  // something arrived
+  }
+  for (MPI_Datatype* t : {&send_t, &recv_t, &odd}) MPI_Type_free(t);
+}
+
+TEST_F(P2P, TruncationIsReported) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  std::vector<int> big(64, 7), small(8, 0);
+  if (me % 2 == 0) {
+    MPI_Send(big.data(), 64, MPI_INT, peer, 1, comm);
+  } else {
+    int rc = MPI_Recv(small.data(), 8, MPI_INT, peer, 1, comm, MPI_STATUS_IGNORE);
+    int cls;
+    MPI_Error_class(rc, &cls);
+    EXPECT_EQ(cls, MPI_ERR_TRUNCATE);
+  }
+  MPI_Comm_free(&comm);
+}
+
+TEST_F(P2P, SendrecvRing) {
+  const int me = rank(), n = size();
+  MPI_Datatype t;
+  MPI_Type_create_hvector(10, 1, 24, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);
+  Buffer src(t, 2, 200 + me), dst(t, 2, 0);
+  Buffer initial = dst;
+  MPI_Status st;
+  ASSERT_EQ(MPI_Sendrecv(src.origin(), 2, t, (me + 1) % n, 11, dst.origin(), 2, t, (me + n - 1) % n,
+                         11, MPI_COMM_WORLD, &st),
+            MPI_SUCCESS);
+  EXPECT_EQ(st.MPI_SOURCE, (me + n - 1) % n);
+  Buffer from(t, 2, 200 + (me + n - 1) % n);
+  ASSERT_EQ(dst.bytes, expected(t, 2, from, t, 2, initial));
+  MPI_Type_free(&t);
+}
+
+TEST_F(P2P, FreedSendRequestStillDelivers) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  std::vector<int> data(1000);
+  for (int i = 0; i < 1000; ++i) data[i] = i * 3 + me;
+  std::vector<int> got(1000, -1);
+  if (me % 2 == 0) {
+    MPI_Request r;
+    MPI_Isend(data.data(), 1000, MPI_INT, peer, 21, MPI_COMM_WORLD, &r);
+    ASSERT_EQ(MPI_Request_free(&r), MPI_SUCCESS);
+    EXPECT_EQ(r, MPI_REQUEST_NULL);
+    MPI_Recv(got.data(), 1, MPI_INT, peer, 22, MPI_COMM_WORLD, MPI_STATUS_IGNORE);  // ack
+  } else {
+    MPI_Recv(got.data(), 1000, MPI_INT, peer, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(got[i], i * 3 + peer);
+    MPI_Send(got.data(), 1, MPI_INT, peer, 22, MPI_COMM_WORLD);
+  }
+  // Let a later completion call reap the freed request.
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+
+TEST_F(P2P, CancelledReceiveLeavesBufferAlone) {
+  std::vector<int> buf(32, 42);
+  MPI_Request r;
+  MPI_Irecv(buf.data(), 32, MPI_INT, MPI_ANY_SOURCE, 999, MPI_COMM_WORLD, &r);
+  MPI_Cancel(&r);
+  MPI_Status st;
+  MPI_Wait(&r, &st);
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  EXPECT_TRUE(cancelled);
+  for (int v : buf) ASSERT_EQ(v, 42);
+}
+
+TEST_F(P2P, BadArgumentsGiveMpiErrors) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int x = 0, cls = 0;
+  MPI_Error_class(MPI_Send(&x, -1, MPI_INT, 0, 0, comm), &cls);
+  EXPECT_EQ(cls, MPI_ERR_COUNT);
+  MPI_Error_class(MPI_Send(&x, 1, MPI_DATATYPE_NULL, 0, 0, comm), &cls);
+  EXPECT_EQ(cls, MPI_ERR_TYPE);
+  MPI_Request r;
+  MPI_Error_class(MPI_Irecv(&x, -3, MPI_INT, 0, 0, comm, &r), &cls);
+  EXPECT_EQ(cls, MPI_ERR_COUNT);
+  MPI_Comm_free(&comm);
+}
+
+}  // namespace
+}  // namespace loom::test
