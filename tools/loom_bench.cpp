@@ -85,7 +85,7 @@ int bench_pack(bool quick) {
     int cap = static_cast<int>(dst.size());
     auto mpi_pack = [&] {
       int p = 0;
-      MPI_Pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF);
+      PMPI_Pack(src.data(), c.count, c.t, dst.data(), cap, &p, MPI_COMM_SELF);
     };
     auto loom_p = [&] {
       int p = 0;
@@ -93,7 +93,7 @@ int bench_pack(bool quick) {
     };
     auto mpi_unp = [&] {
       int p = 0;
-      MPI_Unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF);
+      PMPI_Unpack(dst.data(), cap, &p, out.data(), c.count, c.t, MPI_COMM_SELF);
     };
     auto loom_u = [&] {
       int p = 0;

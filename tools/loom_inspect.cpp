@@ -29,7 +29,7 @@ std::pair<double, double> pack_seconds(MPI_Datatype t, int count, const std::vec
   const int cap = static_cast<int>(mpi_out.size());
   auto mpi = [&] {
     int pos = 0;
-    MPI_Pack(src.data(), count, t, mpi_out.data(), cap, &pos, MPI_COMM_SELF);
+    PMPI_Pack(src.data(), count, t, mpi_out.data(), cap, &pos, MPI_COMM_SELF);
   };
   auto loom = [&] {
     int pos = 0;

@@ -1,7 +1,9 @@
 #include "pack/gpu_engine.hpp"
 
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
@@ -49,21 +51,26 @@ GpuLayout& GpuLayout::operator=(GpuLayout&&) noexcept = default;
 GpuLayout::~GpuLayout() = default;
 
 Result<GpuLayout> GpuLayout::create(const Layout& l) {
+  return create(l.view());
+}
+
+Result<GpuLayout> GpuLayout::create(const LayoutView& l) {
   if (!gpu_available()) return Status(Err::kUnsupported, "no usable CUDA device");
   auto impl = std::make_unique<Impl>();
   LOOM_CUDA_TRY(cudaGetDevice(&impl->device));
   gpu::DeviceShape shape;
   LOOM_TRY(gpu::read_device_shape(impl->device, &shape));
   impl->prep = gpu::prepare(l, shape);
-  impl->dview = l.view();
+  impl->dview = l;
   impl->dview.blocks = nullptr;
   impl->dview.prefix = nullptr;
 
   const gpu::Prepared& p = impl->prep;
   const size_t seg_n = p.seg_list.size() * sizeof(gpu::Seg);
   const size_t tab_n = p.table.size() * sizeof(int32_t);
-  const size_t blk_n = l.kind == LayoutKind::kBlocks ? l.blocks.size() * sizeof(Block) : 0;
-  const size_t pre_n = l.kind == LayoutKind::kBlocks ? l.prefix.size() * sizeof(int64_t) : 0;
+  const bool arrays = p.kind == LayoutKind::kBlocks && l.blocks && l.prefix;
+  const size_t blk_n = arrays ? static_cast<size_t>(l.nblocks) * sizeof(Block) : 0;
+  const size_t pre_n = arrays ? static_cast<size_t>(l.nblocks + 1) * sizeof(int64_t) : 0;
   const size_t need =
       round_up(seg_n, 256) + round_up(tab_n, 256) + round_up(blk_n, 256) + round_up(pre_n, 256);
   const void* segs = nullptr;
@@ -77,12 +84,15 @@ Result<GpuLayout> GpuLayout::create(const Layout& l) {
     const void* prefix = nullptr;
     LOOM_TRY(upload(base, &at, p.seg_list.data(), seg_n, &segs));
     LOOM_TRY(upload(base, &at, p.table.data(), tab_n, &table));
-    LOOM_TRY(upload(base, &at, l.blocks.data(), blk_n, &blocks));
-    LOOM_TRY(upload(base, &at, l.prefix.data(), pre_n, &prefix));
+    LOOM_TRY(upload(base, &at, l.blocks, blk_n, &blocks));
+    LOOM_TRY(upload(base, &at, l.prefix, pre_n, &prefix));
     impl->dview.blocks = static_cast<const Block*>(blocks);
     impl->dview.prefix = static_cast<const int64_t*>(prefix);
   }
   impl->prep.bind(static_cast<const gpu::Seg*>(segs), static_cast<const int32_t*>(table));
+  // The kernels read the device copies; the host ones are no longer needed.
+  impl->prep.seg_list = {};
+  impl->prep.table = {};
   return GpuLayout(std::move(impl));
 }
 

@@ -33,6 +33,8 @@ struct Prepared;
 class GpuLayout {
  public:
   static Result<GpuLayout> create(const Layout& l);
+  // From a view with host arrays (e.g. repeat_view()); they are copied.
+  static Result<GpuLayout> create(const LayoutView& v);
 
   GpuLayout(GpuLayout&&) noexcept;
   GpuLayout& operator=(GpuLayout&&) noexcept;

@@ -1,5 +1,7 @@
 #include "pack/pools.hpp"
 
+#include <string>
+
 #include "pack/cuda/check.hpp"
 #include "util/log.hpp"
 

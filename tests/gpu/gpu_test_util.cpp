@@ -35,16 +35,16 @@ NodePtr hand_tree() {
 }
 
 NodePtr struct_tree() {
-  std::vector<NodePtr> items = {type::make_dense(4, 0),   type::make_dense(8, 8),
-                                type::make_dense(2, 16),  type::make_dense(16, 32),
-                                type::make_dense(1, 50),  type::make_dense(1000, 64),
+  std::vector<NodePtr> items = {type::make_dense(4, 0),    type::make_dense(8, 8),
+                                type::make_dense(2, 16),   type::make_dense(16, 32),
+                                type::make_dense(1, 50),   type::make_dense(1000, 64),
                                 type::make_dense(12, 1072)};
   return type::make_list(std::move(items));
 }
 
 NodePtr particle_tree() {
-  std::vector<NodePtr> items = {type::make_dense(24, 0), type::make_dense(4, 24),
-                                type::make_dense(4, 28), type::make_dense(3, 32)};
+  std::vector<NodePtr> items = {type::make_dense(24, 0), type::make_dense(4, 48),
+                                type::make_dense(4, 52)};
   return type::make_list(std::move(items));
 }
 
@@ -94,8 +94,12 @@ Span span_of(const pack::Layout& l) {
   }
   int64_t ulo = 0, uhi = 0;  // of one unit
   switch (l.kind) {
-    case pack::LayoutKind::kContiguous: uhi = l.total; break;
-    case pack::LayoutKind::kStrided: uhi = l.block_len; break;
+    case pack::LayoutKind::kContiguous:
+      uhi = l.total;
+      break;
+    case pack::LayoutKind::kStrided:
+      uhi = l.block_len;
+      break;
     case pack::LayoutKind::kBlocks:
       ulo = l.blocks[0].off;
       uhi = l.blocks[0].off + l.blocks[0].len;
@@ -104,7 +108,8 @@ Span span_of(const pack::Layout& l) {
         uhi = std::max(uhi, b.off + b.len);
       }
       break;
-    default: break;
+    default:
+      break;
   }
   s.lo = l.base + lo + ulo;
   s.hi = l.base + hi + uhi;

@@ -24,9 +24,10 @@ inline constexpr int64_t kHandExtent = 60 * 4;  // its MPI extent: 0 .. (56 + 4)
 
 // A struct-like element: fields of mixed lengths at padded offsets, one long.
 type::NodePtr struct_tree();
-// A particle: {double x, y, z; int id; float mass; char tag[3]} with C padding.
+// The fields sent of a particle {double pos[3], vel[3]; float mass; int id;
+// char kind} (64 B with padding): pos, mass and id.
 type::NodePtr particle_tree();
-inline constexpr int64_t kParticleExtent = 40;
+inline constexpr int64_t kParticleExtent = 64;
 
 // A random tree whose data bytes never overlap (so unpack is well defined),
 // with strides of both signs; depth <= max_depth.

@@ -87,19 +87,26 @@ Status read_device_shape(int device, DeviceShape* out) {
 
 Status launch(const Launch& l, cudaStream_t stream) {
   switch (l.kind) {
-    case KernelKind::kNone: return Status::ok();
+    case KernelKind::kNone:
+      return Status::ok();
     case KernelKind::kMemcpy:
-      LOOM_CUDA_TRY(cudaMemcpyAsync(l.dst, l.src, static_cast<size_t>(l.bytes), cudaMemcpyDefault,
-                                    stream));
+      LOOM_CUDA_TRY(
+          cudaMemcpyAsync(l.dst, l.src, static_cast<size_t>(l.bytes), cudaMemcpyDefault, stream));
       return Status::ok();
     case KernelKind::kWords:
       switch (l.word) {
-        case 1: return launch_words<1>(l, stream);
-        case 2: return launch_words<2>(l, stream);
-        case 4: return launch_words<4>(l, stream);
-        case 8: return launch_words<8>(l, stream);
-        case 16: return launch_words<16>(l, stream);
-        default: return Status(Err::kInternal, "words kernel: bad word width");
+        case 1:
+          return launch_words<1>(l, stream);
+        case 2:
+          return launch_words<2>(l, stream);
+        case 4:
+          return launch_words<4>(l, stream);
+        case 8:
+          return launch_words<8>(l, stream);
+        case 16:
+          return launch_words<16>(l, stream);
+        default:
+          return Status(Err::kInternal, "words kernel: bad word width");
       }
     case KernelKind::kSegments:
       segments_kernel<<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(l.segs);

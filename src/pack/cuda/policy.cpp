@@ -17,10 +17,12 @@ int log2_pow2(int64_t x) {
   return k;
 }
 
-// Lanes that share one piece: about one 16-byte word per lane per trip.
+// Lanes that share one piece: at least four 16-byte words per lane, so the
+// unrolled copy loop keeps four loads in flight (one per lane would leave the
+// SMs short of outstanding bytes); up to a warp.
 int lanes_for(int64_t piece) {
   int lanes = 1;
-  while (lanes < 32 && int64_t{lanes} * 2 * 16 <= piece) lanes *= 2;
+  while (lanes < 32 && int64_t{lanes} * 2 * 64 <= piece) lanes *= 2;
   return lanes;
 }
 
@@ -47,19 +49,19 @@ void prepare_strided_segments(Prepared& p, const FastDims& fd) {
   p.segs.lanes_log2 = log2_pow2(p.segs.lanes);
 }
 
-void prepare_block_segments(Prepared& p, const Layout& l, const FastDims& fd) {
+void prepare_block_segments(Prepared& p, const LayoutView& l, const FastDims& fd) {
   const Policy& pol = p.policy;
   const int64_t target = target_items(p.shape);
   auto pieces = [&](int64_t seg) {
     int64_t n = 0;
-    for (const Block& b : l.blocks) n += ceil_div(b.len, seg);
+    for (int64_t i = 0; i < l.nblocks; ++i) n += ceil_div(l.blocks[i].len, seg);
     return n;
   };
   int64_t seg = pol.max_seg_bytes;
   while (seg > pol.min_seg_bytes && p.nunits * pieces(seg) < target) seg /= 2;
   p.seg_list.clear();
   p.seg_list.reserve(static_cast<size_t>(pieces(seg)));
-  for (size_t i = 0; i < l.blocks.size(); ++i) {
+  for (int64_t i = 0; i < l.nblocks; ++i) {
     const Block& b = l.blocks[i];
     for (int64_t x = 0; x < b.len; x += seg)
       p.seg_list.push_back({b.off + x, l.prefix[i] + x, std::min(seg, b.len - x)});
@@ -80,19 +82,26 @@ void prepare_block_segments(Prepared& p, const Layout& l, const FastDims& fd) {
 // [j*A, (j+1)*A) of the tile, A = layout_align (every block length and
 // offset is a multiple of A). Only for short blocks in a tile small enough,
 // with offsets that fit 32 bits.
-void prepare_table(Prepared& p, const Layout& l) {
+void prepare_table(Prepared& p, const LayoutView& l) {
   const Policy& pol = p.policy;
   const int64_t a = p.layout_align;
-  if (p.unit_len / std::max<int64_t>(1, p.nblocks) >= pol.table_block_bytes) return;
+  const int64_t mean_block = p.unit_len / std::max<int64_t>(1, p.nblocks);
+  if (mean_block >= pol.table_block_bytes) return;
+  // plan() never picks the table when words would be narrower than 4 B and
+  // blocks are not short; with layout_align < 4 that is every call.
+  if (a < 4 && mean_block >= pol.misaligned_row_bytes) return;
   if (p.unit_len / a > pol.max_table_words) return;
   constexpr int64_t lo = std::numeric_limits<int32_t>::min(),
                     hi = std::numeric_limits<int32_t>::max();
-  for (const Block& b : l.blocks)
+  for (int64_t i = 0; i < l.nblocks; ++i) {
+    const Block& b = l.blocks[i];
     if (b.off < lo || b.off > hi || b.off + b.len - 1 > hi) return;
+  }
   p.table.clear();
   p.table.reserve(static_cast<size_t>(p.unit_len / a));
-  for (const Block& b : l.blocks)
-    for (int64_t x = 0; x < b.len; x += a) p.table.push_back(static_cast<int32_t>(b.off + x));
+  for (int64_t i = 0; i < l.nblocks; ++i)
+    for (int64_t x = 0; x < l.blocks[i].len; x += a)
+      p.table.push_back(static_cast<int32_t>(l.blocks[i].off + x));
   p.has_table = true;
 }
 
@@ -124,7 +133,7 @@ void Prepared::bind(const Seg* segs_at, const int32_t* table_at) {
   for (auto& w : words) w.table = kind == LayoutKind::kBlocks && has_table ? table_at : nullptr;
 }
 
-Prepared prepare(const Layout& l, const DeviceShape& shape, const Policy& policy) {
+Prepared prepare(const LayoutView& l, const DeviceShape& shape, const Policy& policy) {
   Prepared p;
   p.policy = policy;
   p.shape = shape;
@@ -139,18 +148,19 @@ Prepared prepare(const Layout& l, const DeviceShape& shape, const Policy& policy
     p.layout_align = 16;
     return p;
   }
-  const FastDims fd = make_fast_dims(l.dims.data(), static_cast<int>(l.dims.size()));
+  const FastDims fd = make_fast_dims(l.dims, l.ndims);
   int align = 16;
-  for (const Dim& d : l.dims)
-    if (d.count > 1) align = std::min(align, align_of(d.stride));
+  for (int d = 0; d < l.ndims; ++d)
+    if (l.dims[d].count > 1) align = std::min(align, align_of(l.dims[d].stride));
   if (p.kind == LayoutKind::kStrided) {
     p.unit_len = l.block_len;
     p.nblocks = 1;
     align = std::min(align, align_of(l.block_len));
   } else {
     p.unit_len = l.tile_bytes;
-    p.nblocks = static_cast<int64_t>(l.blocks.size());
-    for (const Block& b : l.blocks) align = std::min({align, align_of(b.off), align_of(b.len)});
+    p.nblocks = l.nblocks;
+    for (int64_t i = 0; i < l.nblocks; ++i)
+      align = std::min({align, align_of(l.blocks[i].off), align_of(l.blocks[i].len)});
   }
   p.nunits = l.total / p.unit_len;
   p.layout_align = align;

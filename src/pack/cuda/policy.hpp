@@ -67,7 +67,12 @@ struct Prepared {
   void bind(const Seg* segs_at, const int32_t* table_at);
 };
 
-Prepared prepare(const Layout& l, const DeviceShape& shape, const Policy& policy = {});
+// From a view (host arrays; a Layout's view() or repeat_view()). The
+// prepared plan keeps its own copies of what it needs.
+Prepared prepare(const LayoutView& l, const DeviceShape& shape, const Policy& policy = {});
+inline Prepared prepare(const Layout& l, const DeviceShape& shape, const Policy& policy = {}) {
+  return prepare(l.view(), shape, policy);
+}
 
 // One call's launch: which kernel, its word width and shape, its arguments.
 struct Launch {
