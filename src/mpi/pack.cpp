@@ -1,8 +1,12 @@
 // MPI_Pack / MPI_Unpack family done by Loom's engines.
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "loom/loom.h"
+#include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
+#include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
 #include "pack/host_engine.hpp"
 #include "type/canonical.hpp"
@@ -67,7 +71,7 @@ extern "C" int loom_pack(const void* inbuf, int incount, MPI_Datatype type, void
   int rc = mpi::prepare(type, incount, position, comm, p);
   if (rc != MPI_SUCCESS) return rc;
   const int64_t bytes = p.bytes;
-  if (p.handback) return PMPI_Pack(inbuf, incount, type, outbuf, outsize, position, comm);
+  if (p.handback) return LOOM_NEXT(MPI_Pack)(inbuf, incount, type, outbuf, outsize, position, comm);
   if (outsize < 0) return mpi::raise(comm, MPI_ERR_ARG, "negative output size");
   if (bytes > static_cast<int64_t>(outsize) - *position)
     return mpi::raise(comm, MPI_ERR_TRUNCATE, "MPI_Pack: output buffer too small");
@@ -85,7 +89,8 @@ extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* o
   int rc = mpi::prepare(type, outcount, position, comm, p);
   if (rc != MPI_SUCCESS) return rc;
   const int64_t bytes = p.bytes;
-  if (p.handback) return PMPI_Unpack(inbuf, insize, position, outbuf, outcount, type, comm);
+  if (p.handback)
+    return LOOM_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, type, comm);
   if (insize < 0) return mpi::raise(comm, MPI_ERR_ARG, "negative input size");
   if (bytes > static_cast<int64_t>(insize) - *position)
     return mpi::raise(comm, MPI_ERR_TRUNCATE, "MPI_Unpack: input shorter than the data");
@@ -94,3 +99,123 @@ extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* o
   *position += static_cast<int>(bytes);
   return MPI_SUCCESS;
 }
+
+// The interposed MPI_Pack / MPI_Unpack: host buffers go to the MPI as they
+// are; with a device buffer on either side the bytes pass through host
+// memory and the device side is packed or unpacked by a mover.
+namespace loom::mpi {
+namespace {
+
+int check_room(MPI_Comm comm, const int* position, int size, int64_t bytes) {
+  if (!position || *position < 0 || size < 0)
+    return raise(comm, MPI_ERR_ARG, "bad position or size");
+  if (bytes > static_cast<int64_t>(size) - *position)
+    return raise(comm, MPI_ERR_TRUNCATE, "packed data does not fit");
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+}  // namespace loom::mpi
+
+extern "C" {
+
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
+             int* position, MPI_Comm comm) {
+  using namespace loom::mpi;
+  const bool dev_in = on_device(inbuf), dev_out = on_device(outbuf);
+  if (!dev_in && !dev_out)
+    return LOOM_NEXT(MPI_Pack)(inbuf, incount, type, outbuf, outsize, position, comm);
+  DevicePlan p;
+  int rc = plan_device(incount, type, comm, p);
+  if (rc != MPI_SUCCESS) return rc;
+  // The packed bytes, in host memory.
+  loom::transport::Staged bytes;
+  if (dev_in && !p.span()) {
+    auto s = p.mover->pack(p.msg, inbuf);
+    if (!s) return raise(comm, s.status());
+    bytes = std::move(s.value());
+  } else {
+    // The MPI packs from host memory: the span comes down first if needed.
+    int cap = 0;
+    LOOM_NEXT(MPI_Pack_size)(incount, type, comm, &cap);
+    auto span = p.mover->stage(static_cast<size_t>(p.span_bytes));
+    auto out = p.mover->stage(static_cast<size_t>(cap));
+    if (!span || !out) return raise(comm, MPI_ERR_NO_MEM, "MPI_Pack staging");
+    const void* from = inbuf;
+    if (dev_in) {
+      loom::Status c =
+          p.mover->copy_to_host(span->host, static_cast<const char*>(inbuf) + p.span_lo,
+                                static_cast<size_t>(p.span_bytes));
+      if (!c) return raise(comm, c);
+      from = static_cast<char*>(span->host) - p.span_lo;
+    }
+    int pos = 0;
+    rc = LOOM_NEXT(MPI_Pack)(from, incount, type, out->host, cap, &pos, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    bytes = std::move(out.value());
+    bytes.bytes = static_cast<size_t>(pos);
+  }
+  if ((rc = check_room(comm, position, outsize, static_cast<int64_t>(bytes.bytes))) != MPI_SUCCESS)
+    return rc;
+  char* dst = static_cast<char*>(outbuf) + *position;
+  if (dev_out) {
+    loom::Status c = p.mover->copy_from_host(dst, bytes.host, bytes.bytes);
+    if (!c) return raise(comm, c);
+  } else if (bytes.bytes > 0) {
+    std::memcpy(dst, bytes.host, bytes.bytes);
+  }
+  *position += static_cast<int>(bytes.bytes);
+  return MPI_SUCCESS;
+}
+
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+               MPI_Datatype type, MPI_Comm comm) {
+  using namespace loom::mpi;
+  const bool dev_in = on_device(inbuf), dev_out = on_device(outbuf);
+  if (!dev_in && !dev_out)
+    return LOOM_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, type, comm);
+  DevicePlan p;
+  int rc = plan_device(outcount, type, comm, p);
+  if (rc != MPI_SUCCESS) return rc;
+  if (!position || *position < 0 || insize < 0)
+    return raise(comm, MPI_ERR_ARG, "bad position or size");
+  // The packed input, in host memory.
+  const size_t avail = static_cast<size_t>(insize - std::min(insize, *position));
+  auto in = p.mover->stage(avail);
+  if (!in) return raise(comm, in.status());
+  const char* src = static_cast<const char*>(inbuf) + *position;
+  if (avail > 0) {
+    loom::Status c = dev_in ? p.mover->copy_to_host(in->host, src, avail)
+                            : (std::memcpy(in->host, src, avail), loom::Status::ok());
+    if (!c) return raise(comm, c);
+  }
+  if (dev_out && !p.span()) {
+    if ((rc = check_room(comm, position, insize, p.msg.bytes)) != MPI_SUCCESS) return rc;
+    loom::Status u = p.mover->unpack(p.msg, in.value(), static_cast<size_t>(p.msg.bytes), outbuf);
+    if (!u) return raise(comm, u);
+    *position += static_cast<int>(p.msg.bytes);
+    return MPI_SUCCESS;
+  }
+  // The MPI unpacks into host memory: for a device output, into its span.
+  auto span = p.mover->stage(static_cast<size_t>(p.span_bytes));
+  if (!span) return raise(comm, span.status());
+  void* to = outbuf;
+  if (dev_out) {
+    loom::Status c = p.mover->copy_to_host(span->host, static_cast<char*>(outbuf) + p.span_lo,
+                                           static_cast<size_t>(p.span_bytes));
+    if (!c) return raise(comm, c);
+    to = static_cast<char*>(span->host) - p.span_lo;
+  }
+  int pos = 0;
+  rc = LOOM_NEXT(MPI_Unpack)(in->host, static_cast<int>(avail), &pos, to, outcount, type, comm);
+  if (rc != MPI_SUCCESS) return rc;
+  if (dev_out) {
+    loom::Status c = p.mover->copy_from_host(static_cast<char*>(outbuf) + p.span_lo, span->host,
+                                             static_cast<size_t>(p.span_bytes));
+    if (!c) return raise(comm, c);
+  }
+  *position += pos;
+  return MPI_SUCCESS;
+}
+
+}  // extern "C"
