@@ -36,6 +36,10 @@ int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf, int 
  * including the terminating NUL. Returns MPI_SUCCESS or an MPI error code. */
 int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
 
+/* 1 while Loom is active: device buffers may be passed to the MPI calls Loom
+ * intercepts (the name CUDA-aware MPIs use, so mpi4py and others find it). */
+int MPIX_Query_cuda_support(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,10 +5,34 @@
 
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "type/from_mpi.hpp"
 #include "type/ir.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi {
+
+bool on_device(const void* buf, int count, MPI_Datatype type) {
+  Runtime* rt = runtime();
+  if (!rt) return false;
+  if (transport::memkind(buf) == transport::MemKind::kDevice) return true;
+  if (count <= 0 || type == MPI_DATATYPE_NULL) return false;
+  int64_t first = 0;
+  auto e = rt->types.lookup(type);
+  if (e) {
+    if (!e.value()->info.form) return false;  // no data
+    first = e.value()->info.true_lb;
+    if (e.value()->info.extent < 0) first += static_cast<int64_t>(count - 1) * e.value()->info.extent;
+  } else if (type::is_predefined(type)) {
+    return false;
+  } else {
+    MPI_Count tlb = 0, text = 0;
+    if (MPI_Type_get_true_extent_x(type, &tlb, &text) != MPI_SUCCESS) return false;
+    first = tlb;
+  }
+  if (first == 0) return false;
+  const void* data = static_cast<const char*>(buf) + first;
+  return transport::memkind(data) == transport::MemKind::kDevice;
+}
 
 int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p) {
   Runtime* rt = runtime();

@@ -13,9 +13,16 @@
 namespace loom::mpi {
 
 // True when Loom is active and buf is device memory: the call is Loom's.
+// For buffers of packed bytes (no datatype between pointer and data).
 inline bool on_device(const void* buf) {
   return runtime() && transport::memkind(buf) == transport::MemKind::kDevice;
 }
+
+// The same for a datatype buffer: the data starts at buf + true lb, which
+// may lie outside the allocation buf points into (a type with a positive
+// lower bound, or MPI_BOTTOM with absolute addresses), so the first data
+// byte is what is classified when buf itself is not device memory.
+bool on_device(const void* buf, int count, MPI_Datatype type);
 
 // A device message resolved: either a type Loom reads (msg) or, for types it
 // cannot read or was never shown, the whole span of the data (span_*), which

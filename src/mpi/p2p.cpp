@@ -119,7 +119,8 @@ int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 
 int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Request* req) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
+  if (!on_device(buf, count, type))
+    return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   PendingOp op;
   int rc = post_recv(buf, count, type, source, tag, comm, op, req, nullptr);
@@ -129,13 +130,15 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 
 int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
           MPI_Request* req) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Isend)(buf, count, type, dest, tag, comm, req);
+  if (!on_device(buf, count, type))
+    return LOOM_NEXT(MPI_Isend)(buf, count, type, dest, tag, comm, req);
   return isend_device(LOOM_NEXT(MPI_Isend), buf, count, type, dest, tag, comm, req);
 }
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
          MPI_Status* status) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  if (!on_device(buf, count, type))
+    return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
   PendingOp op;
   MPI_Status st;
   int rc = post_recv(buf, count, type, source, tag, comm, op, nullptr, &st);
@@ -151,12 +154,12 @@ using namespace loom::mpi;
 extern "C" {
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Send)(buf, count, type, dest, tag, comm);
+  if (!on_device(buf, count, type)) return LOOM_NEXT(MPI_Send)(buf, count, type, dest, tag, comm);
   return send_device(LOOM_NEXT(MPI_Send), buf, count, type, dest, tag, comm);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Ssend)(buf, count, type, dest, tag, comm);
+  if (!on_device(buf, count, type)) return LOOM_NEXT(MPI_Ssend)(buf, count, type, dest, tag, comm);
   return send_device(LOOM_NEXT(MPI_Ssend), buf, count, type, dest, tag, comm);
 }
 
@@ -167,7 +170,8 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* req) {
-  if (!on_device(buf)) return LOOM_NEXT(MPI_Issend)(buf, count, type, dest, tag, comm, req);
+  if (!on_device(buf, count, type))
+    return LOOM_NEXT(MPI_Issend)(buf, count, type, dest, tag, comm, req);
   return isend_device(LOOM_NEXT(MPI_Issend), buf, count, type, dest, tag, comm, req);
 }
 
@@ -184,7 +188,7 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status) {
-  if (!on_device(sendbuf) && !on_device(recvbuf))
+  if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype))
     return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
                                    recvtype, source, recvtag, comm, status);
   // Post the receive first so two ranks exchanging with each other cannot deadlock.

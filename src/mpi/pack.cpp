@@ -122,7 +122,7 @@ extern "C" {
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, int outsize,
              int* position, MPI_Comm comm) {
   using namespace loom::mpi;
-  const bool dev_in = on_device(inbuf), dev_out = on_device(outbuf);
+  const bool dev_in = on_device(inbuf, incount, type), dev_out = on_device(outbuf);
   if (!dev_in && !dev_out)
     return LOOM_NEXT(MPI_Pack)(inbuf, incount, type, outbuf, outsize, position, comm);
   DevicePlan p;
@@ -171,7 +171,7 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, in
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                MPI_Datatype type, MPI_Comm comm) {
   using namespace loom::mpi;
-  const bool dev_in = on_device(inbuf), dev_out = on_device(outbuf);
+  const bool dev_in = on_device(inbuf), dev_out = on_device(outbuf, outcount, type);
   if (!dev_in && !dev_out)
     return LOOM_NEXT(MPI_Unpack)(inbuf, insize, position, outbuf, outcount, type, comm);
   DevicePlan p;

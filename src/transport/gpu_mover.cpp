@@ -31,8 +31,13 @@ class GpuMover final : public Mover {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  // A blocking stream: Loom's copies and kernels start after work the
+  // application queued on the legacy default stream (a kernel that filled a
+  // send buffer, or the DMA of a cudaMemcpy from pageable memory, which may
+  // still be landing when cudaMemcpy returns), as a synchronous MPI call is
+  // expected to see it.
   Status init() {
-    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "stream");
   }
 
   Method method() const override { return method_; }
@@ -42,6 +47,8 @@ class GpuMover final : public Mover {
     if (!s || m.bytes == 0) return s;
     auto gl = gpu_layout(m);
     if (!gl) return gl.status();
+    LOOM_DEBUG(kTransport, "%s pack: %lld bytes, %lld x form %s, from %p", method_name(method_),
+               (long long)m.bytes, (long long)m.count, type::to_string(m.form).c_str(), user);
     if (method_ == Method::kOneShot) {
       LOOM_TRY(pack::gpu_pack_sync(*gl.value(), user, s->dev, stream_));
       return s;
@@ -86,6 +93,9 @@ class GpuMover final : public Mover {
           "copy to device"));
       src = static_cast<const char*>(scratch.get());
     }
+    LOOM_DEBUG(kTransport, "%s unpack: %zu of %lld bytes, %lld x form %s, into %p",
+               method_name(method_), received, (long long)m.bytes, (long long)whole.count,
+               type::to_string(m.form).c_str(), user);
     if (whole.count > 0) {
       auto gl = gpu_layout(whole);
       if (!gl) return gl.status();
