@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "mpi/runtime.hpp"
@@ -306,6 +308,30 @@ TEST_F(P2P, CancelledReceiveLeavesBufferAlone) {
   MPI_Test_cancelled(&st, &cancelled);
   EXPECT_TRUE(cancelled);
   for (int v : buf) ASSERT_EQ(v, 42);
+}
+
+// Calls Loom does not move device data for refuse device buffers with
+// MPI_ERR_BUFFER (in the host-as-device mode every buffer counts as device)
+// and pass host buffers through.
+TEST_F(P2P, UnsupportedCallsRefuseDeviceBuffers) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  std::vector<int> v(16, rank());
+  int rc = MPI_Bcast(v.data(), 16, MPI_INT, 0, comm);
+  const char* mode = std::getenv("LOOM_TEST_HOST_AS_DEVICE");
+  if (mode && std::string(mode) == "1") {
+    int cls;
+    MPI_Error_class(rc, &cls);
+    EXPECT_EQ(cls, MPI_ERR_BUFFER);
+    int sum = 0, one = 1;
+    MPI_Error_class(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm), &cls);
+    EXPECT_EQ(cls, MPI_ERR_BUFFER);
+  } else {
+    EXPECT_EQ(rc, MPI_SUCCESS);
+    for (int x : v) ASSERT_EQ(x, 0);
+  }
+  MPI_Comm_free(&comm);
 }
 
 TEST_F(P2P, BadArgumentsGiveMpiErrors) {

@@ -1,0 +1,116 @@
+// Calls Loom does not move device data for (yet). Handed a device buffer,
+// each logs an error and raises MPI_ERR_BUFFER on the communicator instead
+// of passing the pointer to an MPI that may crash on it or corrupt memory.
+// With host buffers they go straight to the MPI. The list is in the README.
+#include <mpi.h>
+
+#include "mpi/device_message.hpp"
+#include "mpi/errors.hpp"
+#include "mpi/next.hpp"
+#include "util/log.hpp"
+
+namespace loom::mpi {
+namespace {
+
+bool is_device(const void* buf, int count, MPI_Datatype t) {
+  return buf != MPI_IN_PLACE && on_device(buf, count, t);
+}
+
+int refuse(MPI_Comm comm, const char* fn) {
+  LOOM_LOG(kError, kMpi, "%s was given a device buffer; Loom does not move device data for it yet",
+           fn);
+  return raise(comm, MPI_ERR_BUFFER, fn);
+}
+
+}  // namespace
+}  // namespace loom::mpi
+
+using loom::mpi::is_device;
+using loom::mpi::refuse;
+
+// A guard for a call with one typed buffer (b1 = buf, count, type), or two.
+#define LOOM_GUARD1(ret_call, fn, b1, comm)   \
+  if (is_device b1) return refuse(comm, #fn); \
+  return ret_call
+#define LOOM_GUARD2(ret_call, fn, b1, b2, comm)               \
+  if (is_device b1 || is_device b2) return refuse(comm, #fn); \
+  return ret_call
+
+extern "C" {
+
+int MPI_Bsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Bsend)(buf, count, t, dest, tag, comm), MPI_Bsend, (buf, count, t),
+              comm);
+}
+int MPI_Rsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Rsend)(buf, count, t, dest, tag, comm), MPI_Rsend, (buf, count, t),
+              comm);
+}
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+               MPI_Request* r) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Ibsend)(buf, count, t, dest, tag, comm, r), MPI_Ibsend, (buf, count, t),
+              comm);
+}
+int MPI_Irsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+               MPI_Request* r) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Irsend)(buf, count, t, dest, tag, comm, r), MPI_Irsend, (buf, count, t),
+              comm);
+}
+int MPI_Send_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                  MPI_Request* r) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Send_init)(buf, count, t, dest, tag, comm, r), MPI_Send_init,
+              (buf, count, t), comm);
+}
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* r) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Ssend_init)(buf, count, t, dest, tag, comm, r), MPI_Ssend_init,
+              (buf, count, t), comm);
+}
+int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
+                  MPI_Request* r) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r), MPI_Recv_init,
+              (buf, count, t), comm);
+}
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int src,
+                         int rtag, MPI_Comm comm, MPI_Status* st) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Sendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, st),
+              MPI_Sendrecv_replace, (buf, count, t), comm);
+}
+int MPI_Mrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Status* st) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Mrecv)(buf, count, t, msg, st), MPI_Mrecv, (buf, count, t),
+              MPI_COMM_WORLD);
+}
+int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
+  LOOM_GUARD1(LOOM_NEXT(MPI_Bcast)(buf, count, t, root, comm), MPI_Bcast, (buf, count, t), comm);
+}
+int MPI_Reduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Reduce)(s, r, count, t, op, root, comm), MPI_Reduce, (s, count, t),
+              (r, count, t), comm);
+}
+int MPI_Allreduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Allreduce)(s, r, count, t, op, comm), MPI_Allreduce, (s, count, t),
+              (r, count, t), comm);
+}
+int MPI_Gather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
+               MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Gather)(s, sc, st, r, rc, rt, root, comm), MPI_Gather, (s, sc, st),
+              (r, rc, rt), comm);
+}
+int MPI_Scatter(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
+                MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Scatter)(s, sc, st, r, rc, rt, root, comm), MPI_Scatter, (s, sc, st),
+              (r, rc, rt), comm);
+}
+int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                  MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Allgather)(s, sc, st, r, rc, rt, comm), MPI_Allgather, (s, sc, st),
+              (r, rc, rt), comm);
+}
+int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm) {
+  LOOM_GUARD2(LOOM_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm), MPI_Alltoall, (s, sc, st),
+              (r, rc, rt), comm);
+}
+
+}  // extern "C"
