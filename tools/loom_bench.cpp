@@ -1,11 +1,13 @@
 // loom-bench: benchmarks that put Loom beside its baselines in one run.
 //   loom-bench commit [--quick]   translate + canonicalise time per type
 //   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
+//   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
 // Output is a Markdown table; docs/ keeps the committed results.
 #include <mpi.h>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -112,17 +114,90 @@ int bench_pack(bool quick) {
   return 0;
 }
 
+// The cost Loom adds to calls on host buffers: each call made through the
+// interposed symbol and straight to PMPI_, alternately, in one process.
+int bench_passthrough(bool quick) {
+  const int batch = quick ? 2000 : 20000, reps = quick ? 21 : 101;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_SELF, &rank);
+  std::vector<double> src(64, 1.0), dst(64);
+  MPI_Datatype vec;
+  MPI_Type_vector(8, 1, 2, MPI_DOUBLE, &vec);
+  MPI_Type_commit(&vec);
+  char packed[512];
+  struct Case {
+    const char* name;
+    std::function<void()> loom, pmpi;
+  };
+  auto self_pair = [&](bool via_loom) {
+    MPI_Request r[2];
+    if (via_loom) {
+      MPI_Irecv(dst.data(), 8, MPI_DOUBLE, 0, 1, MPI_COMM_SELF, &r[0]);
+      MPI_Isend(src.data(), 8, MPI_DOUBLE, 0, 1, MPI_COMM_SELF, &r[1]);
+      MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    } else {
+      PMPI_Irecv(dst.data(), 8, MPI_DOUBLE, 0, 1, MPI_COMM_SELF, &r[0]);
+      PMPI_Isend(src.data(), 8, MPI_DOUBLE, 0, 1, MPI_COMM_SELF, &r[1]);
+      PMPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    }
+  };
+  std::vector<Case> cases = {
+      {"MPI_Test(MPI_REQUEST_NULL)",
+       [] {
+         MPI_Request r = MPI_REQUEST_NULL;
+         int f;
+         MPI_Test(&r, &f, MPI_STATUS_IGNORE);
+       },
+       [] {
+         MPI_Request r = MPI_REQUEST_NULL;
+         int f;
+         PMPI_Test(&r, &f, MPI_STATUS_IGNORE);
+       }},
+      {"Irecv + Isend + Waitall to self, 64 B", [&] { self_pair(true); },
+       [&] { self_pair(false); }},
+      {"MPI_Pack of vector(8,1,2,double)",
+       [&] {
+         int p = 0;
+         MPI_Pack(src.data(), 1, vec, packed, 512, &p, MPI_COMM_SELF);
+       },
+       [&] {
+         int p = 0;
+         PMPI_Pack(src.data(), 1, vec, packed, 512, &p, MPI_COMM_SELF);
+       }},
+  };
+  std::printf(
+      "| host-buffer call (rank %d) | via Loom ns | straight to PMPI ns | added ns |\n"
+      "|---|---:|---:|---:|\n",
+      rank);
+  for (auto& c : cases) {
+    auto loom_batch = [&] {
+      for (int i = 0; i < batch; ++i) c.loom();
+    };
+    auto pmpi_batch = [&] {
+      for (int i = 0; i < batch; ++i) c.pmpi();
+    };
+    auto [tl, tp] = loom::tools::median_pair(loom_batch, pmpi_batch, reps);
+    std::printf("| %s | %.1f | %.1f | %.1f |\n", c.name, tl / batch * 1e9, tp / batch * 1e9,
+                (tl - tp) / batch * 1e9);
+  }
+  MPI_Type_free(&vec);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "commit") && std::strcmp(argv[1], "pack"))) {
-    std::fprintf(stderr, "usage: loom-bench commit|pack [--quick]\n");
+  if (argc < 2 || (std::strcmp(argv[1], "commit") && std::strcmp(argv[1], "pack") &&
+                   std::strcmp(argv[1], "passthrough"))) {
+    std::fprintf(stderr, "usage: loom-bench commit|pack|passthrough [--quick]\n");
     return 2;
   }
   bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
   MPI_Init(&argc, &argv);
   loom_init();
-  int rc = std::strcmp(argv[1], "commit") == 0 ? bench_commit(quick) : bench_pack(quick);
+  int rc = std::strcmp(argv[1], "commit") == 0 ? bench_commit(quick)
+           : std::strcmp(argv[1], "pack") == 0 ? bench_pack(quick)
+                                               : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();
   return rc;
