@@ -1,15 +1,25 @@
 // The GPU movers: one-shot (pack straight into mapped pinned host memory)
 // and staged (pack into device scratch, one copy to pinned host memory).
+//
+// When memory runs short they degrade instead of failing: pinned staging
+// falls back to pageable memory (then the packed bytes go through device
+// scratch and a copy), and without device scratch the host engine packs a
+// host copy of the data's span. Each fallback logs once.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
+#include <new>
 #include <tuple>
+#include <vector>
 
 #include "pack/gpu_engine.hpp"
+#include "pack/host_engine.hpp"
 #include "pack/pools.hpp"
 #include "transport/mover.hpp"
 #include "type/canonical.hpp"
+#include "util/knobs.hpp"
 #include "util/log.hpp"
 
 namespace loom::transport {
@@ -23,7 +33,7 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 class GpuMover final : public Mover {
  public:
-  explicit GpuMover(Method m) : method_(m) {}
+  explicit GpuMover(Method m) : method_(m), no_pools_(knob_true(knobs().test_no_pools)) {}
   ~GpuMover() override {
     layouts_.clear();
     pinned_.release_all();
@@ -49,12 +59,15 @@ class GpuMover final : public Mover {
     if (!gl) return gl.status();
     LOOM_DEBUG(kTransport, "%s pack: %lld bytes, %lld x form %s, from %p", method_name(method_),
                (long long)m.bytes, (long long)m.count, type::to_string(m.form).c_str(), user);
-    if (method_ == Method::kOneShot) {
+    if (method_ == Method::kOneShot && s->dev) {
       LOOM_TRY(pack::gpu_pack_sync(*gl.value(), user, s->dev, stream_));
       return s;
     }
-    auto scratch = pack::lease(scratch_, static_cast<size_t>(m.bytes));
-    if (!scratch) return scratch.status();
+    auto scratch = scratch_lease(static_cast<size_t>(m.bytes));
+    if (!scratch) {
+      LOOM_TRY(host_engine_pack(m, user, s->host));
+      return s;
+    }
     LOOM_TRY(pack::gpu_pack(*gl.value(), user, scratch->get(), stream_));
     LOOM_TRY(cuda_status(
         cudaMemcpyAsync(s->host, scratch->get(), m.bytes, cudaMemcpyDeviceToHost, stream_),
@@ -63,16 +76,27 @@ class GpuMover final : public Mover {
     return s;
   }
 
+  // Mapped pinned memory from the pool; pageable memory when that fails (the
+  // kernels cannot write it, so it is reached through scratch and a copy).
   Result<Staged> stage(size_t bytes) override {
     Staged s;
     s.bytes = bytes;
     if (bytes == 0) return s;
-    auto l = pack::lease(pinned_, bytes);
-    if (!l) return l.status();
-    auto lease = std::make_shared<pack::PoolLease>(std::move(l.value()));
-    s.host = lease->get();
-    s.dev = lease->dev();
-    s.hold = lease;
+    if (!no_pools_) {
+      auto l = pack::lease(pinned_, bytes);
+      if (l) {
+        auto lease = std::make_shared<pack::PoolLease>(std::move(l.value()));
+        s.host = lease->get();
+        s.dev = lease->dev();
+        s.hold = lease;
+        return s;
+      }
+    }
+    warn_once(pinned_warned_, "no pinned staging: using pageable host memory (slower)");
+    auto buf = std::shared_ptr<char[]>(new (std::nothrow) char[bytes]);
+    if (!buf) return Status(Err::kNoMemory, "host staging");
+    s.host = buf.get();
+    s.hold = buf;
     return s;
   }
 
@@ -82,20 +106,20 @@ class GpuMover final : public Mover {
     Message whole = m;
     whole.count = static_cast<int64_t>(received) / size;
     whole.bytes = whole.count * size;
-    const char* src = static_cast<const char*>(method_ == Method::kOneShot ? s.dev : s.host);
+    LOOM_DEBUG(kTransport, "%s unpack: %zu of %lld bytes, %lld x form %s, into %p",
+               method_name(method_), received, (long long)m.bytes, (long long)whole.count,
+               type::to_string(m.form).c_str(), user);
+    const char* src = static_cast<const char*>(s.dev);
     pack::PoolLease scratch;
-    if (method_ == Method::kStaged) {
-      auto l = pack::lease(scratch_, received);
-      if (!l) return l.status();
+    if (method_ != Method::kOneShot || !src) {
+      auto l = scratch_lease(received);
+      if (!l) return host_engine_unpack(m, s.host, received, user);
       scratch = std::move(l.value());
       LOOM_TRY(cuda_status(
           cudaMemcpyAsync(scratch.get(), s.host, received, cudaMemcpyHostToDevice, stream_),
           "copy to device"));
       src = static_cast<const char*>(scratch.get());
     }
-    LOOM_DEBUG(kTransport, "%s unpack: %zu of %lld bytes, %lld x form %s, into %p",
-               method_name(method_), received, (long long)m.bytes, (long long)whole.count,
-               type::to_string(m.form).c_str(), user);
     if (whole.count > 0) {
       auto gl = gpu_layout(whole);
       if (!gl) return gl.status();
@@ -121,6 +145,41 @@ class GpuMover final : public Mover {
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
 
  private:
+  Result<pack::PoolLease> scratch_lease(size_t bytes) {
+    if (no_pools_) return Status(Err::kNoMemory, "pools off (LOOM_TEST_NO_POOLS)");
+    return pack::lease(scratch_, bytes);
+  }
+
+  void warn_once(std::atomic<bool>& flag, const char* what) {
+    if (!flag.exchange(true)) LOOM_WARN(kTransport, "%s", what);
+  }
+
+  // The host engine on a host copy of the data's span: the last resort when
+  // no device scratch can be had.
+  Status host_engine_pack(const Message& m, const void* user, void* out) {
+    warn_once(host_warned_, "no device scratch: packing with the host engine (slow)");
+    const Span sp = message_span(m);
+    std::vector<char> copy(static_cast<size_t>(sp.size()));
+    LOOM_TRY(copy_to_host(copy.data(), static_cast<const char*>(user) + sp.lo, copy.size()));
+    pack::Layout owned;
+    auto v = message_view(m, owned);
+    if (!v) return v.status();
+    pack::host_pack(*v, copy.data() - sp.lo, out);
+    return Status::ok();
+  }
+
+  // The span comes down, the host engine unpacks into it, and it goes back
+  // up whole: the gaps keep the bytes they had.
+  Status host_engine_unpack(const Message& m, const void* packed, size_t received, void* user) {
+    warn_once(host_warned_, "no device scratch: unpacking with the host engine (slow)");
+    const Span sp = message_span(m);
+    std::vector<char> copy(static_cast<size_t>(sp.size()));
+    char* at = static_cast<char*>(user) + sp.lo;
+    LOOM_TRY(copy_to_host(copy.data(), at, copy.size()));
+    LOOM_TRY(host_unpack_received(m, packed, received, copy.data() - sp.lo));
+    return copy_from_host(at, copy.data(), copy.size());
+  }
+
   // GPU layouts (kernel choice, device block tables) per (form, count, extent).
   Result<std::shared_ptr<const pack::GpuLayout>> gpu_layout(const Message& m) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -139,6 +198,8 @@ class GpuMover final : public Mover {
 
   static constexpr size_t kMaxLayouts = 4096;
   const Method method_;
+  const bool no_pools_;
+  std::atomic<bool> pinned_warned_{false}, host_warned_{false};
   cudaStream_t stream_ = nullptr;
   pack::PinnedPool pinned_;
   pack::DevicePool scratch_;

@@ -1,5 +1,6 @@
 #include "transport/mover.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <new>
@@ -44,6 +45,33 @@ std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t b
   return runs;
 }
 
+Span message_span(const Message& m) {
+  Span s;
+  if (!m.form || m.count == 0) return s;
+  const int64_t shift = (m.count - 1) * m.extent;
+  s.lo = m.form->disp + m.form->lo + std::min<int64_t>(0, shift);
+  s.hi = m.form->disp + m.form->hi + std::max<int64_t>(0, shift);
+  return s;
+}
+
+Status host_unpack_received(const Message& m, const void* packed, size_t received, void* user) {
+  const int64_t size = m.count ? m.bytes / m.count : 0;
+  if (size == 0 || received == 0) return Status::ok();
+  Message whole = m;
+  whole.count = static_cast<int64_t>(received) / size;
+  whole.bytes = whole.count * size;
+  pack::Layout owned;
+  auto v = message_view(whole, owned);
+  if (!v) return v.status();
+  pack::host_unpack(*v, packed, user);
+  const char* tail = static_cast<const char*>(packed) + whole.bytes;
+  for (const auto& r : partial_runs(m, whole.count, static_cast<int64_t>(received) - whole.bytes)) {
+    std::memcpy(static_cast<char*>(user) + r.off, tail, r.len);
+    tail += r.len;
+  }
+  return Status::ok();
+}
+
 namespace {
 
 class HostMover final : public Mover {
@@ -75,22 +103,7 @@ class HostMover final : public Mover {
   }
 
   Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
-    const int64_t size = m.count ? m.bytes / m.count : 0;
-    if (size == 0 || received == 0) return Status::ok();
-    Message whole = m;
-    whole.count = static_cast<int64_t>(received) / size;
-    whole.bytes = whole.count * size;
-    pack::Layout owned;
-    auto v = message_view(whole, owned);
-    if (!v) return v.status();
-    pack::host_unpack(*v, s.host, user);
-    const char* tail = static_cast<const char*>(s.host) + whole.bytes;
-    for (const auto& r :
-         partial_runs(m, whole.count, static_cast<int64_t>(received) - whole.bytes)) {
-      std::memcpy(static_cast<char*>(user) + r.off, tail, r.len);
-      tail += r.len;
-    }
-    return Status::ok();
+    return host_unpack_received(m, s.host, received, user);
   }
 
   Status copy_to_host(void* host, const void* user, size_t bytes) override {

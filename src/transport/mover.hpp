@@ -68,4 +68,15 @@ Result<pack::LayoutView> message_view(const Message& m, pack::Layout& owned);
 // packed bytes of element `index`, for a partial last element.
 std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t bytes);
 
+// Bytes [lo, hi) from the user pointer that the message's data touches.
+struct Span {
+  int64_t lo = 0, hi = 0;
+  int64_t size() const { return hi - lo; }
+};
+Span message_span(const Message& m);
+
+// Host engine: unpacks the first `received` packed bytes into `user` (host
+// memory): whole elements, then the leading bytes of a partial one.
+Status host_unpack_received(const Message& m, const void* packed, size_t received, void* user);
+
 }  // namespace loom::transport

@@ -10,15 +10,17 @@
 namespace loom {
 
 // X(field, ENV_NAME, default string, documentation)
-#define LOOM_KNOBS(X)                                                                      \
-  X(disable, "LOOM_DISABLE", "0", "1: Loom does nothing; every call goes straight to MPI") \
-  X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")     \
-  X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                  \
-    "comma list of subsystems to log: type,pack,model,transport,mpi or all")               \
-  X(method, "LOOM_METHOD", "auto",                                                         \
-    "how device messages move: oneshot|staged|auto (device: not yet)")                     \
-  X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                  \
-    "test only: treat host buffers as device buffers (host engine), to test without a GPU")
+#define LOOM_KNOBS(X)                                                                       \
+  X(disable, "LOOM_DISABLE", "0", "1: Loom does nothing; every call goes straight to MPI")  \
+  X(log, "LOOM_LOG", "warn", "log level: error|warn|info|debug (per rank, to stderr)")      \
+  X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                   \
+    "comma list of subsystems to log: type,pack,model,transport,mpi or all")                \
+  X(method, "LOOM_METHOD", "auto",                                                          \
+    "how device messages move: oneshot|staged|auto (device: not yet)")                      \
+  X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
+    "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
+  X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \
+    "test only: every staging and scratch pool request fails, to test the fallbacks")
 
 struct Knobs {
 #define LOOM_KNOB_FIELD(field, env, def, doc) std::string field;
