@@ -2,6 +2,11 @@
 // operations are real MPI requests: the MPI completes them, then Loom
 // finishes them (unpacks a receive, returns its staging). With no device
 // operation in flight these calls cost one atomic load before the MPI's own.
+//
+// An op leaves the table before the MPI may complete its request: once the
+// MPI completes a request it may hand the same handle to another thread's
+// new operation at once, so an op still in the table then would shadow the
+// new one. Ops whose requests did not complete go back afterwards.
 #include <mpi.h>
 
 #include <vector>
@@ -20,20 +25,51 @@ RequestTable* active_table() {
   return &rt->requests;
 }
 
-// Finishes the ops of requests completed by a multiple-completion call:
-// `which` lists the indices into `before` (the request values before the call).
-int finish_some(RequestTable& t, const std::vector<MPI_Request>& before, const int* which, int n,
-                MPI_Status* st, bool all_ok, int rc) {
+// The ops of an array of requests, taken out of the table for one call.
+class Taken {
+ public:
+  Taken(RequestTable& t, const MPI_Request* reqs, int n)
+      : t_(t), before_(reqs, reqs + n), ops_(n), have_(n, false) {
+    for (int i = 0; i < n; ++i) have_[i] = t.take(before_[i], &ops_[i]);
+  }
+  // Finishes op i with its status; returns an MPI error code.
+  int finish_one(int i, const MPI_Status& st) {
+    if (!have_[i]) return MPI_SUCCESS;
+    have_[i] = false;
+    return finish(ops_[i], st);
+  }
+  // Drops op i (its request failed: nothing to unpack).
+  void drop(int i) { have_[i] = false; }
+  // Puts back every op not finished or dropped: their requests are pending.
+  ~Taken() {
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (have_[i]) t_.add(before_[i], std::move(ops_[i]));
+  }
+
+ private:
+  RequestTable& t_;
+  std::vector<MPI_Request> before_;
+  std::vector<PendingOp> ops_;
+  std::vector<bool> have_;
+};
+
+// Statuses to use when the caller ignores them (Loom needs the byte counts).
+MPI_Status* statuses_or_local(MPI_Status* statuses, int n, std::vector<MPI_Status>& local) {
+  if (statuses != MPI_STATUSES_IGNORE) return statuses;
+  local.resize(n);
+  return local.data();
+}
+
+// After a multiple-completion call: finishes the ops of the requests listed
+// in `which` (null: all n), whose statuses are st[k].
+int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc) {
   for (int k = 0; k < n; ++k) {
     const int i = which ? which[k] : k;
-    PendingOp op;
-    if (!t.take(before[i], &op)) continue;
-    if (!all_ok && st[k].MPI_ERROR == MPI_ERR_PENDING) {  // not completed: still Loom's
-      t.add(before[i], std::move(op));
-      continue;
+    if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR != MPI_SUCCESS) {
+      if (st[k].MPI_ERROR != MPI_ERR_PENDING) taken.drop(i);
+      continue;  // pending ops go back to the table
     }
-    if (!all_ok && st[k].MPI_ERROR != MPI_SUCCESS) continue;
-    int e = finish(op, st[k]);
+    int e = taken.finish_one(i, st[k]);
     if (e != MPI_SUCCESS) {
       st[k].MPI_ERROR = e;
       rc = MPI_ERR_IN_STATUS;
@@ -67,11 +103,11 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
   const MPI_Request before = *req;
   MPI_Status st;
   int rc = LOOM_NEXT(MPI_Test)(req, flag, &st);
-  if (rc != MPI_SUCCESS || !*flag) {
-    if (rc == MPI_SUCCESS) t->add(before, std::move(op));
+  if (rc == MPI_SUCCESS && !*flag) {
+    t->add(before, std::move(op));  // still pending: its handle cannot have been reused
     return rc;
   }
-  rc = finish(op, st);
+  if (rc == MPI_SUCCESS) rc = finish(op, st);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }
@@ -79,41 +115,33 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitall)(n, reqs, statuses);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
-  MPI_Status* st = statuses;
-  if (statuses == MPI_STATUSES_IGNORE) {
-    local.resize(n);
-    st = local.data();
-  }
+  MPI_Status* st = statuses_or_local(statuses, n, local);
   int rc = LOOM_NEXT(MPI_Waitall)(n, reqs, st);
-  return finish_some(*t, before, nullptr, n, st, rc == MPI_SUCCESS, rc);
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+  return finish_listed(taken, nullptr, n, st, rc);
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, statuses);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
-  MPI_Status* st = statuses;
-  if (statuses == MPI_STATUSES_IGNORE) {
-    local.resize(n);
-    st = local.data();
-  }
+  MPI_Status* st = statuses_or_local(statuses, n, local);
   int rc = LOOM_NEXT(MPI_Testall)(n, reqs, flag, st);
-  if (rc == MPI_SUCCESS && !*flag) return rc;  // nothing completed: all stay Loom's
-  return finish_some(*t, before, nullptr, n, st, rc == MPI_SUCCESS, rc);
+  if (rc == MPI_SUCCESS && !*flag) return rc;  // none completed: all go back
+  if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+  return finish_listed(taken, nullptr, n, st, rc);
 }
 
 int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitany)(n, reqs, index, status);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   MPI_Status st;
   int rc = LOOM_NEXT(MPI_Waitany)(n, reqs, index, &st);
-  PendingOp op;
-  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED && t->take(before[*index], &op))
-    rc = finish(op, st);
+  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }
@@ -121,12 +149,10 @@ int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
 int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* status) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, status);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   MPI_Status st;
   int rc = LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, &st);
-  PendingOp op;
-  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED && t->take(before[*index], &op))
-    rc = finish(op, st);
+  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
   if (status != MPI_STATUS_IGNORE && *flag) *status = st;
   return rc;
 }
@@ -134,31 +160,23 @@ int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* st
 int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitsome)(n, reqs, outcount, indices, statuses);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
-  MPI_Status* st = statuses;
-  if (statuses == MPI_STATUSES_IGNORE) {
-    local.resize(n);
-    st = local.data();
-  }
+  MPI_Status* st = statuses_or_local(statuses, n, local);
   int rc = LOOM_NEXT(MPI_Waitsome)(n, reqs, outcount, indices, st);
-  if (*outcount == MPI_UNDEFINED) return rc;
-  return finish_some(*t, before, indices, *outcount, st, rc == MPI_SUCCESS, rc);
+  if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
+  return finish_listed(taken, indices, *outcount, st, rc);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testsome)(n, reqs, outcount, indices, statuses);
-  std::vector<MPI_Request> before(reqs, reqs + n);
+  Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
-  MPI_Status* st = statuses;
-  if (statuses == MPI_STATUSES_IGNORE) {
-    local.resize(n);
-    st = local.data();
-  }
+  MPI_Status* st = statuses_or_local(statuses, n, local);
   int rc = LOOM_NEXT(MPI_Testsome)(n, reqs, outcount, indices, st);
-  if (*outcount == MPI_UNDEFINED) return rc;
-  return finish_some(*t, before, indices, *outcount, st, rc == MPI_SUCCESS, rc);
+  if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
+  return finish_listed(taken, indices, *outcount, st, rc);
 }
 
 int MPI_Request_free(MPI_Request* req) {

@@ -7,8 +7,11 @@ namespace loom::mpi {
 
 void RequestTable::add(MPI_Request r, PendingOp op) {
   std::lock_guard<std::mutex> lk(mu_);
-  ops_.emplace(r, std::move(op));
-  n_.fetch_add(1, std::memory_order_release);
+  auto [it, fresh] = ops_.insert_or_assign(r, std::move(op));
+  if (fresh)
+    n_.fetch_add(1, std::memory_order_release);
+  else  // an op outlived its request: a completion path missed it
+    LOOM_LOG(kError, kMpi, "request table: a completed request's op was still held");
 }
 
 bool RequestTable::take(MPI_Request r, PendingOp* out) {
