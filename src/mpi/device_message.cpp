@@ -21,7 +21,8 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   if (e) {
     if (!e.value()->info.form) return false;  // no data
     first = e.value()->info.true_lb;
-    if (e.value()->info.extent < 0) first += static_cast<int64_t>(count - 1) * e.value()->info.extent;
+    if (e.value()->info.extent < 0)
+      first += static_cast<int64_t>(count - 1) * e.value()->info.extent;
   } else if (type::is_predefined(type)) {
     return false;
   } else {

@@ -31,8 +31,8 @@ struct Buffer {
 
 // What the receiver's buffer must hold: the sender's data packed and
 // unpacked by the MPI itself into the receiver's initial buffer.
-inline std::vector<unsigned char> expected(MPI_Datatype st, int scount, Buffer& src, MPI_Datatype rt,
-                                    int rcount, const Buffer& initial) {
+inline std::vector<unsigned char> expected(MPI_Datatype st, int scount, Buffer& src,
+                                           MPI_Datatype rt, int rcount, const Buffer& initial) {
   int cap = 0;
   PMPI_Pack_size(scount, st, MPI_COMM_SELF, &cap);
   std::vector<char> packed(cap + 1);
