@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-{ date -u; nvidia-smi -L; nvcc --version | tail -1; mpirun --version | head -1; } | tee "$out/device.txt"
+{ date -u; nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1; mpirun --version | head -1; } | tee "$out/device.txt"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DLOOM_MPI=openmpi >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" -A3 "$out/build.log" | head -40; exit 1; }
