@@ -14,6 +14,7 @@
 #include "classic_types.hpp"
 #include "loom/loom.h"
 #include "timing.hpp"
+#include "transport/memtype.hpp"
 #include "type/from_mpi.hpp"
 
 namespace {
@@ -153,6 +154,12 @@ int bench_passthrough(bool quick) {
          int f;
          PMPI_Test(&r, &f, MPI_STATUS_IGNORE);
        }},
+      {"classify a host buffer (memkind) vs nothing",
+       [&] {
+         volatile auto k = loom::transport::memkind(src.data());
+         (void)k;
+       },
+       [] {}},
       {"Irecv + Isend + Waitall to self, 64 B", [&] { self_pair(true); },
        [&] { self_pair(false); }},
       {"MPI_Pack of vector(8,1,2,double)",
