@@ -335,6 +335,11 @@ std::vector<Case> make_cases(const Options& opt) {
       cs.push_back({"2d", "block " + std::to_string(bl) + " B, stride " + std::to_string(2 * bl),
                     layout_from(strided(bl, {{t / bl, 2 * bl}}))});
     }
+  // Rows of 1000 B (1000 B of each 1088 B record): 8-byte words at most, and
+  // every other row sits 8 bytes off its packed place modulo 16, so the
+  // segments kernel moves them, half with its shifted copy.
+  cs.push_back(
+      {"rows", "1000 B of 1088 B records x 20000", layout_from(strided(1000, {{20000, 1088}}))});
   // 3D halo faces of an N^3 grid of doubles (depth-1 faces, and a depth-3 x face).
   for (int64_t n : opt.quick ? std::vector<int64_t>{256} : std::vector<int64_t>{128, 256, 512}) {
     const int64_t row = n * 8, plane = n * n * 8;

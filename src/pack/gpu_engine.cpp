@@ -14,7 +14,7 @@ namespace loom::pack {
 struct GpuLayout::Impl {
   gpu::Prepared prep;
   int device = 0;
-  void* mem = nullptr;  // one allocation: segments, table, blocks, prefix
+  void* mem = nullptr;  // one allocation: segments, table, tiny bytes, blocks, prefix
   size_t mem_bytes = 0;
   LayoutView dview;
 
@@ -68,13 +68,15 @@ Result<GpuLayout> GpuLayout::create(const LayoutView& l) {
   const gpu::Prepared& p = impl->prep;
   const size_t seg_n = p.seg_list.size() * sizeof(gpu::Seg);
   const size_t tab_n = p.table.size() * sizeof(int32_t);
+  const size_t tiny_n = p.tiny.size() * sizeof(gpu::TinyByte);
   const bool arrays = p.kind == LayoutKind::kBlocks && l.blocks && l.prefix;
   const size_t blk_n = arrays ? static_cast<size_t>(l.nblocks) * sizeof(Block) : 0;
   const size_t pre_n = arrays ? static_cast<size_t>(l.nblocks + 1) * sizeof(int64_t) : 0;
-  const size_t need =
-      round_up(seg_n, 256) + round_up(tab_n, 256) + round_up(blk_n, 256) + round_up(pre_n, 256);
+  const size_t need = round_up(seg_n, 256) + round_up(tab_n, 256) + round_up(tiny_n, 256) +
+                      round_up(blk_n, 256) + round_up(pre_n, 256);
   const void* segs = nullptr;
   const void* table = nullptr;
+  const void* tiny = nullptr;
   if (need > 0) {
     LOOM_CUDA_TRY(cudaMalloc(&impl->mem, need));
     impl->mem_bytes = need;
@@ -84,15 +86,18 @@ Result<GpuLayout> GpuLayout::create(const LayoutView& l) {
     const void* prefix = nullptr;
     LOOM_TRY(upload(base, &at, p.seg_list.data(), seg_n, &segs));
     LOOM_TRY(upload(base, &at, p.table.data(), tab_n, &table));
+    LOOM_TRY(upload(base, &at, p.tiny.data(), tiny_n, &tiny));
     LOOM_TRY(upload(base, &at, l.blocks, blk_n, &blocks));
     LOOM_TRY(upload(base, &at, l.prefix, pre_n, &prefix));
     impl->dview.blocks = static_cast<const Block*>(blocks);
     impl->dview.prefix = static_cast<const int64_t*>(prefix);
   }
-  impl->prep.bind(static_cast<const gpu::Seg*>(segs), static_cast<const int32_t*>(table));
+  impl->prep.bind(static_cast<const gpu::Seg*>(segs), static_cast<const int32_t*>(table),
+                  static_cast<const gpu::TinyByte*>(tiny));
   // The kernels read the device copies; the host ones are no longer needed.
   impl->prep.seg_list = {};
   impl->prep.table = {};
+  impl->prep.tiny = {};
   return GpuLayout(std::move(impl));
 }
 
@@ -119,13 +124,16 @@ std::string GpuLayout::describe() const {
   if (!impl_) return "gpu layout: none";
   const gpu::Prepared& p = impl_->prep;
   char buf[256];
+  // Segment pieces per class (long/short/tiny) and each class's group width.
+  const gpu::SegGeom& g = p.segs.geom;
   std::snprintf(buf, sizeof buf,
                 "gpu layout on device %d: %lld B, %lld units of %lld B, align %d, "
-                "segments lanes=%d pieces=%lld, table %s, %zu B on device",
+                "segments pieces=%lld/%lld/%lld lanes=%d/%d/%d, table %s, %zu B on device",
                 impl_->device, static_cast<long long>(p.total), static_cast<long long>(p.nunits),
-                static_cast<long long>(p.unit_len), p.layout_align, p.segs.lanes,
-                static_cast<long long>(p.segs.geom.nitems), p.has_table ? "yes" : "no",
-                impl_->mem_bytes);
+                static_cast<long long>(p.unit_len), p.layout_align,
+                static_cast<long long>(g.cls[0].nitems), static_cast<long long>(g.cls[1].nitems),
+                static_cast<long long>(g.cls[2].nitems), g.cls[0].lanes, g.cls[1].lanes,
+                g.cls[2].lanes, p.has_table ? "yes" : "no", impl_->mem_bytes);
   return buf;
 }
 

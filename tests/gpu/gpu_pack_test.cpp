@@ -127,6 +127,14 @@ std::string roundtrip(const Layout& l, const Opts& o = {}) {
   return "";
 }
 
+// loom-bench-gpu's "5 fields incl. 1000 B": {4, 8, 2, 16, 1000} B fields of a 1088 B struct.
+type::NodePtr test_fields_tree() {
+  std::vector<type::NodePtr> items = {type::make_dense(4, 0), type::make_dense(8, 8),
+                                      type::make_dense(2, 16), type::make_dense(16, 32),
+                                      type::make_dense(1000, 64)};
+  return type::make_list(std::move(items));
+}
+
 const int64_t kBlockLens[] = {1, 2, 3, 4, 7, 8, 12, 16, 24, 32, 64, 100, 4096};
 
 // Dims for an nd-dimensional strided object (nd - 1 strided dims around the
@@ -212,6 +220,34 @@ TEST(GpuPack, StructLike) {
   std::vector<type::NodePtr> items;
   for (int i = 0; i < 6000; ++i) items.push_back(type::make_dense(1 + (i * 37) % 300, i * 400));
   ASSERT_EQ(roundtrip(layout_of(type::make_list(std::move(items)), 3)), "");
+}
+
+// Tiles whose pieces fall in every class of the segments kernel (long by
+// 16 or 32 lanes, short by 8, tiny by one lane), at every relative alignment
+// of the two pointers, with the packed buffer in device and in mapped memory.
+TEST(GpuPack, MixedPieceClasses) {
+  SKIP_WITHOUT_GPU();
+  std::vector<type::NodePtr> items;
+  const int64_t lens[] = {4, 40, 1000, 2, 300, 17, 4096, 16, 255, 3};
+  int64_t at = 0;
+  for (int64_t len : lens) {
+    items.push_back(type::make_dense(len, at + 1));
+    at += len + 1 + len % 7;
+  }
+  const type::NodePtr t = type::make_list(std::move(items));
+  const Layout fields = layout_of(test_fields_tree(), 20000, 1088);
+  for (int64_t count : {1, 3, 777}) {
+    const Layout l = layout_of(t, count, at + 5);
+    for (int um = 0; um < 16; um += 3)
+      for (int pm = 0; pm < 16; pm += 5) {
+        SCOPED_TRACE("count " + std::to_string(count) + " user+" + std::to_string(um) + " packed+" +
+                     std::to_string(pm));
+        ASSERT_EQ(roundtrip(l, {.umis = um, .pmis = pm}), "");
+      }
+    ASSERT_EQ(roundtrip(l, {.umis = 1, .pmis = 2, .mapped = true}), "");
+  }
+  for (int um : {0, 2, 7})
+    ASSERT_EQ(roundtrip(fields, {.umis = um, .pmis = 3 * um}), "") << "user+" << um;
 }
 
 TEST(GpuPack, RandomTrees) {

@@ -59,8 +59,19 @@ void emulate(const Launch& l) {
       FAIL() << "bad word width " << l.word;
       return;
     case KernelKind::kSegments:
-      for (int64_t i = 0; i < l.segs.geom.nitems; ++i)
-        for (int lane = 0; lane < l.segs.lanes; ++lane) seg_move(l.segs, i, lane);
+      for (int c = 0; c < kSegClasses; ++c) {
+        const SegClass& k = l.segs.geom.cls[c];
+        for (int64_t i = 0; i < k.nitems; ++i) {
+          if (c == kTinyClass) {  // one byte per item
+            const char* s;
+            char* d;
+            tiny_ends(l.segs, i, &s, &d);
+            *d = static_cast<char>(load_as<unsigned char>(s));
+          } else {
+            for (int lane = 0; lane < k.lanes; ++lane) seg_move(l.segs, k, i, lane);
+          }
+        }
+      }
       return;
   }
 }
@@ -78,10 +89,12 @@ Outcome check(const Layout& l, int umis, int pmis, const Policy& pol = {}, int l
               const LayoutView* view = nullptr) {
   Outcome out;
   Prepared p = view ? prepare(*view, DeviceShape{}, pol) : prepare(l, DeviceShape{}, pol);
-  if (lanes > 0) {  // force the group width of the segments kernel
-    p.segs.lanes = lanes;
-    p.segs.lanes_log2 = 0;
-    while ((1 << p.segs.lanes_log2) < lanes) ++p.segs.lanes_log2;
+  if (lanes > 0) {  // force the group width of the segments kernel's group classes
+    for (int c = 0; c < kTinyClass; ++c) {
+      p.segs.geom.cls[c].lanes = lanes;
+      p.segs.geom.cls[c].lanes_log2 = 0;
+      while ((1 << p.segs.geom.cls[c].lanes_log2) < lanes) ++p.segs.geom.cls[c].lanes_log2;
+    }
   }
   const test::Span sp = test::span_of(l);
   const int64_t pad = 48;
@@ -115,6 +128,7 @@ Outcome check(const Layout& l, int umis, int pmis, const Policy& pol = {}, int l
 Policy force_segments() {
   Policy p;
   p.row_bytes = 1;
+  p.row16_bytes = 1;
   p.table_block_bytes = 0;
   p.misaligned_row_bytes = 1;
   return p;
@@ -175,6 +189,15 @@ TEST(GpuIndexMath, DivmodAnyWidth) {
   }
 }
 
+TEST(GpuIndexMath, FastDimsNoDims) {
+  const FastDims f = make_fast_dims(nullptr, 0);
+  EXPECT_EQ(fast_dims_offset(f, 0), 0);
+  const Dim one[] = {{1000, -24}};
+  const FastDims g = make_fast_dims(one, 1);
+  EXPECT_EQ(g.ninner, 0);
+  EXPECT_EQ(fast_dims_offset(g, 999), -24 * 999);
+}
+
 TEST(GpuIndexMath, FastDimsMatchDimsOffset) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 3000; ++trial) {
@@ -217,15 +240,35 @@ TEST(GpuIndexMath, OffsetsPast32Bits) {
       ASSERT_EQ(word_user_offset(p.words[k], g, w) + l.base, packed_to_offset(v, g * w)) << g;
     }
   }
+  // Strided pieces (class 0, arithmetic) past 2^32 pieces.
+  const Prepared ps = prepare(l, DeviceShape{}, force_segments());
+  ASSERT_GT(ps.segs.geom.cls[0].nitems, int64_t{1} << 32);
+  for (int i = 0; i < 20000; ++i) {
+    const SegClass& c = ps.segs.geom.cls[0];
+    const int64_t it = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.nitems));
+    const SegRef r = seg_item(ps.segs.geom, c, it);
+    ASSERT_EQ(r.user + l.base, packed_to_offset(v, r.packed)) << it;
+  }
   Layout b = layout_of(test::hand_tree(), 1);
   b.dims = {{int64_t{1} << 33, 1000}};
   b.total = b.tile_bytes << 33;
   const Prepared pb = prepare(b, DeviceShape{}, force_segments());
   const LayoutView vb = b.view();
-  for (int i = 0; i < 20000; ++i) {
-    const int64_t it = static_cast<int64_t>(rng() % static_cast<uint64_t>(pb.segs.geom.nitems));
-    const SegRef r = seg_item(pb.segs.geom, it);
-    ASSERT_EQ(r.user + b.base, packed_to_offset(vb, r.packed)) << it;
+  for (int k = 0; k < kSegClasses; ++k) {
+    const SegClass& c = pb.segs.geom.cls[k];
+    if (c.nitems == 0) continue;
+    for (int i = 0; i < 20000; ++i) {
+      const int64_t it = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.nitems));
+      int64_t user = 0, packed = 0;
+      if (k == kTinyClass) {
+        tiny_item(pb.segs.geom, it, &user, &packed);
+      } else {
+        const SegRef r = seg_item(pb.segs.geom, c, it);
+        user = r.user;
+        packed = r.packed;
+      }
+      ASSERT_EQ(user + b.base, packed_to_offset(vb, packed)) << it;
+    }
   }
 }
 
@@ -257,8 +300,11 @@ TEST(GpuSelect, Rules) {
       {strided_tree(64, {{1000, 128}}), 1, 4, 0, KernelKind::kWords, 4},
       {strided_tree(64, {{1000, 128}}), 1, 1, 0, KernelKind::kSegments, 0},
       {strided_tree(16, {{1000, 32}}), 1, 0, 3, KernelKind::kWords, 1},
-      {strided_tree(4096, {{100, 8192}}), 1, 0, 0, KernelKind::kSegments, 0},
+      {strided_tree(4096, {{100, 8192}}), 1, 0, 0, KernelKind::kWords, 16},
+      {strided_tree(4096, {{100, 8192}}), 1, 8, 0, KernelKind::kSegments, 0},
       {strided_tree(4096, {{100, 8192}}), 1, 5, 0, KernelKind::kSegments, 0},
+      {strided_tree(256, {{100, 1024}}), 1, 4, 0, KernelKind::kSegments, 0},
+      {strided_tree(256, {{100, 1024}}), 1, 0, 0, KernelKind::kWords, 16},
       {type::make_dense(4096), 1, 0, 0, KernelKind::kMemcpy, 0},
       {test::hand_tree(), 1000, 0, 0, KernelKind::kWords, 4},
       {test::hand_tree(), 1000, 1, 0, KernelKind::kWords, 1},
@@ -285,13 +331,115 @@ TEST(GpuSelect, Rules) {
   }
   // Long blocks: a warp per piece, cut so that every resident warp has two.
   const Prepared big = prepare(layout_of(strided_tree(1 << 20, {{64, 1 << 21}})), DeviceShape{});
-  EXPECT_EQ(big.segs.lanes, 32);
-  EXPECT_GE(big.segs.geom.nitems, 2 * 132 * 8 * 8);
+  EXPECT_EQ(big.segs.geom.cls[0].lanes, 32);
+  EXPECT_GE(big.segs.geom.cls[0].nitems, 2 * 132 * 8 * 8);
   EXPECT_EQ(big.segs.geom.seg_bytes % 16, 0);
-  // Few long blocks: shorter pieces, fewer lanes each, still >= 4 words a lane.
+  EXPECT_EQ(big.segs.geom.cls[1].nitems, 0);
+  EXPECT_EQ(big.segs.geom.cls[kTinyClass].nitems, 0);
+  // Few long blocks: pieces of 512 B (16 lanes of 2 words), widened while
+  // the message leaves most of a wave idle.
   const Prepared few = prepare(layout_of(strided_tree(1 << 20, {{4, 1 << 21}})), DeviceShape{});
   EXPECT_EQ(few.segs.geom.seg_bytes, 512);
-  EXPECT_EQ(few.segs.lanes, 8);
+  EXPECT_EQ(few.segs.geom.cls[0].nitems, 4 * 2048);
+  EXPECT_EQ(few.segs.geom.cls[0].lanes, 32);
+  // 4096 rows of 512 B: 16 lanes where they fill the GPU, wider where not.
+  DeviceShape small_gpu;
+  small_gpu.sm_count = 8;
+  const Layout rows = layout_of(strided_tree(512, {{4096, 1024}}));
+  EXPECT_EQ(prepare(rows, small_gpu).segs.geom.cls[0].lanes, 16);
+  EXPECT_EQ(prepare(rows, DeviceShape{}).segs.geom.cls[0].lanes, 32);
+}
+
+TEST(GpuSelect, LanesFor) {
+  EXPECT_EQ(lanes_for(1), 8);
+  EXPECT_EQ(lanes_for(256), 8);   // 16 words: 2 a lane
+  EXPECT_EQ(lanes_for(257), 16);  // 17 words
+  EXPECT_EQ(lanes_for(512), 16);  // 32 words: 2 a lane
+  EXPECT_EQ(lanes_for(513), 32);
+  EXPECT_EQ(lanes_for(1000), 32);
+  EXPECT_EQ(lanes_for(2048), 32);  // more than a warp's trip: the body loops
+  EXPECT_EQ(lanes_for(1 << 20), 32);
+}
+
+// The irregular piece list in classes: long pieces (>= short_piece_bytes),
+// short ones (8 lanes), tiny ones (byte by byte through the tiny table). The
+// classes together hold every byte of the tile once, and each class's pieces
+// keep the tile's order.
+TEST(GpuSelect, PieceClasses) {
+  // struct_tree: 4 @0, 8 @8, 2 @16, 16 @32, 1 @50, 1000 @64, 12 @1072.
+  const Layout l = layout_of(test::struct_tree(), 20000);
+  const Prepared p = prepare(l, DeviceShape{});
+  const SegGeom& g = p.segs.geom;
+  ASSERT_EQ(g.seg_bytes, 0);
+  int64_t per_unit[kSegClasses], bytes = 0;
+  for (int c = 0; c < kSegClasses; ++c) {
+    per_unit[c] = g.cls[c].per_unit.d;
+    if (g.cls[c].nitems == 0) per_unit[c] = 0;
+    EXPECT_EQ(g.cls[c].nitems, per_unit[c] * p.nunits);
+    const int64_t end =
+        c + 1 < kSegClasses ? p.class_at[c + 1] : static_cast<int64_t>(p.seg_list.size());
+    if (c != kTinyClass) {
+      EXPECT_EQ(end - p.class_at[c], per_unit[c]);
+    }
+    for (int64_t k = p.class_at[c]; k < end; ++k) {
+      const Seg& x = p.seg_list[static_cast<size_t>(k)];
+      bytes += x.len;
+      if (c == 0) {
+        EXPECT_GE(x.len, p.policy.short_piece_bytes);
+      } else if (c == 1) {
+        EXPECT_TRUE(x.len > kTinyBytes && x.len < p.policy.short_piece_bytes);
+      } else {
+        EXPECT_LE(x.len, kTinyBytes);
+      }
+      if (k > p.class_at[c]) {
+        EXPECT_GT(x.dst, p.seg_list[static_cast<size_t>(k - 1)].dst);
+      }
+    }
+  }
+  EXPECT_EQ(bytes, p.unit_len);
+  EXPECT_EQ(per_unit[0], 1);      // the 1000 B field
+  EXPECT_EQ(g.cls[0].lanes, 32);  // 63 words: 2 a lane
+  // Tiny: 4, 10 (8 and 2 merged), 16, 1 and 12 B, one table entry a byte.
+  EXPECT_EQ(per_unit[kTinyClass], 43);
+  ASSERT_EQ(p.tiny.size(), 43u);
+  EXPECT_EQ(p.tiny[0].src, 0);
+  EXPECT_EQ(p.tiny[4].src, 8);
+  EXPECT_EQ(p.tiny[4].dst, 4);
+  EXPECT_EQ(p.tiny[42].src, 1083);
+  EXPECT_EQ(p.tiny[42].dst, 1042);
+  EXPECT_EQ(g.cls[kTinyClass].lanes, 1);
+  const Launch L = plan(p, nullptr, nullptr, true);
+  EXPECT_EQ(L.kind, KernelKind::kSegments);
+  EXPECT_EQ(describe(L).rfind("segments lanes=32/1 (list)", 0), 0u) << describe(L);
+}
+
+// Grids: one word (or one group's piece) per thread while that fits a wave,
+// then a full wave with a grid-stride loop.
+TEST(GpuSelect, GridSizes) {
+  alignas(16) static char buf[64];
+  DeviceShape s;  // 132 SMs, 8 CTAs per SM
+  const Prepared p64k = prepare(layout_of(strided_tree(8, {{8192, 16}})), s);
+  Launch L = plan(p64k, buf, buf + 16, true);
+  ASSERT_EQ(L.kind, KernelKind::kWords);
+  EXPECT_EQ(L.grid, 8192 / kThreads);
+  const Prepared p16m = prepare(layout_of(strided_tree(8, {{1 << 21, 16}})), s);
+  L = plan(p16m, buf, buf + 16, true);
+  EXPECT_EQ(L.grid, 132 * 8);
+  const Prepared hand = prepare(layout_of(test::hand_tree(), 68, test::kHandExtent), s);
+  L = plan(hand, buf, buf + 16, true);
+  EXPECT_EQ(L.grid, 4);  // 1020 words
+  // 4096 rows of 256 B, 16-byte aligned: words of 16 B, one per thread.
+  const Prepared sub =
+      prepare(layout_of(strided_tree(256, {{8, 1 << 20}, {16, 32768}, {32, 512}})), s);
+  L = plan(sub, buf, buf, true);
+  ASSERT_EQ(L.kind, KernelKind::kWords);
+  EXPECT_EQ(L.word, 16);
+  EXPECT_EQ(L.grid, 4096 * 16 / kThreads);
+  // The same 8-byte aligned: groups of 16 lanes (one 16-byte word each).
+  L = plan(sub, buf + 8, buf, true);
+  ASSERT_EQ(L.kind, KernelKind::kSegments);
+  EXPECT_EQ(L.segs.geom.cls[0].lanes, 16);
+  EXPECT_EQ(L.grid, 4096 * 16 / kThreads);
 }
 
 TEST(GpuSelect, EmptyAndContiguous) {
@@ -339,24 +487,97 @@ TEST(GpuPoolMath, SizeClasses) {
 
 // ---- agents on the host vs the host engine ------------------------------------
 
-// group_copy for every length 0..300, both residues mod 16 and group widths:
-// the right bytes land and nothing outside [d, d + n) is written.
+// group_copy for lengths 0..700, both residues mod 16 and group widths:
+// the right bytes land, nothing outside [d, d + n) is written and nothing
+// outside [s, s + n) is read.
 TEST(GpuAgent, GroupCopyAllShapes) {
-  alignas(16) unsigned char src[512], dst[512], want[512];
+  alignas(16) unsigned char src[1024], dst[1024], want[1024];
   for (size_t i = 0; i < sizeof src; ++i) src[i] = static_cast<unsigned char>(i * 13 + 7);
+  LoadFence fence;
   for (int lanes : {1, 2, 4, 8, 16, 32})
-    for (int64_t n = 0; n <= 300; n += (n < 40 ? 1 : 7))
+    for (int64_t n = 0; n <= 700; n += (n < 70 ? 1 : 13))
       for (int so = 0; so < 16; ++so)
         for (int dof = 0; dof < 16; ++dof) {
           std::memset(dst, 0xA5, sizeof dst);
           std::memset(want, 0xA5, sizeof want);
           std::memcpy(want + 64 + dof, src + 64 + so, static_cast<size_t>(n));
+          const char* s = reinterpret_cast<const char*>(src + 64 + so);
+          fence = {s, s + n, 0};
+          load_fence = &fence;
           for (int lane = 0; lane < lanes; ++lane)
-            group_copy(reinterpret_cast<char*>(dst + 64 + dof),
-                       reinterpret_cast<const char*>(src + 64 + so), n, lane, lanes);
+            group_copy(reinterpret_cast<char*>(dst + 64 + dof), s, n, lane, lanes);
+          load_fence = nullptr;
           ASSERT_EQ(test::first_difference(dst, want, sizeof dst), "")
               << "n " << n << " src+" << so << " dst+" << dof << " lanes " << lanes;
+          ASSERT_EQ(fence.bad, 0) << "read outside the run: n " << n << " src+" << so << " dst+"
+                                  << dof << " lanes " << lanes;
         }
+}
+
+// How a run splits: 16-byte aligned body words whose source words lie in the
+// run, edges that cover the rest, nothing twice.
+TEST(GpuAgent, SplitRun) {
+  alignas(16) static char buf[256];
+  for (int n = 0; n <= 100; ++n)
+    for (int so = 0; so < 16; ++so)
+      for (int dof = 0; dof < 16; ++dof) {
+        const char* s = buf + 32 + so;
+        char* d = buf + 128 + dof;
+        const RunSplit x = split_run(d, s, n);
+        SCOPED_TRACE("n " + std::to_string(n) + " s+" + std::to_string(so) + " d+" +
+                     std::to_string(dof));
+        ASSERT_LE(0, x.first);
+        ASSERT_LE(x.first, x.last);
+        ASSERT_LE(x.lo, x.hi);
+        ASSERT_LE(x.hi, n);
+        ASSERT_EQ(x.lo, x.head + 16 * x.first);
+        ASSERT_EQ(x.hi, x.head + 16 * x.last);
+        ASSERT_LT(n - x.hi, 32);
+        ASSERT_LT(x.lo, 32);
+        ASSERT_EQ(x.r, reinterpret_cast<uintptr_t>(s + x.head) % 16);
+        if (x.last > x.first) {
+          ASSERT_EQ(reinterpret_cast<uintptr_t>(d + x.lo) % 16, 0u);
+          // What the body reads: its own bytes (r = 0 or 8), or from the
+          // aligned 16-byte source word below the first body word to the end
+          // of the one above the last.
+          const int below = x.r % 8 ? static_cast<int>(x.r) : 0;
+          const int above = x.r % 8 ? 16 - static_cast<int>(x.r) : 0;
+          ASSERT_GE(s + x.lo - below, s);
+          ASSERT_LE(s + x.hi + above, s + n);
+          if (x.r % 8 == 0) {
+            ASSERT_EQ(x.lo, x.head);  // no body word is left to the edges
+            ASSERT_EQ(x.hi, x.head + 16 * ((n - x.head) / 16));
+          }
+        }
+      }
+}
+
+// shift16 against memcpy for every source offset.
+TEST(GpuAgent, Shift16) {
+  unsigned char buf[32];
+  for (int i = 0; i < 32; ++i) buf[i] = static_cast<unsigned char>(i * 29 + 3);
+  uint4 a, b, want;
+  std::memcpy(&a, buf, 16);
+  std::memcpy(&b, buf + 16, 16);
+  for (uint32_t r = 1; r < 16; ++r) {
+    std::memcpy(&want, buf + r, 16);
+    const uint4 got = shift16(a, b, r);
+    EXPECT_EQ(std::memcmp(&got, &want, 16), 0) << r;
+  }
+}
+
+// Tiny pieces whose tile offsets pass 32 bits go with the short pieces.
+TEST(GpuSelect, TinyPiecesPast32Bits) {
+  const type::NodePtr t = type::make_list(
+      {type::make_dense(8, 0), type::make_dense(400, 64), type::make_dense(4, int64_t{1} << 33)});
+  const Layout l = layout_of(t, 3);
+  const Prepared p = prepare(l, DeviceShape{});
+  EXPECT_EQ(p.segs.geom.cls[kTinyClass].nitems, 0);
+  EXPECT_EQ(p.segs.geom.cls[1].nitems, 2 * 3);
+  EXPECT_TRUE(p.tiny.empty());
+  const Prepared q = prepare(layout_of(test::struct_tree(), 3), DeviceShape{});
+  EXPECT_EQ(q.segs.geom.cls[1].nitems, 0);
+  EXPECT_EQ(q.segs.geom.cls[kTinyClass].nitems, 43 * 3);
 }
 
 TEST(GpuEmulation, SegmentGroupWidths) {
@@ -443,6 +664,36 @@ TEST(GpuEmulation, IrregularTiles) {
   type::NodePtr t = type::make_strided(5, 10000, type::make_strided(7, 300, test::hand_tree()));
   ASSERT_EQ(check(layout_of(t), 0, 0).error, "");
   ASSERT_EQ(check(layout_of(t), 2, 6, tiny_segments()).error, "");
+}
+
+// Tiles with pieces in every class (long, short, tiny) and long blocks cut
+// into several pieces, at every pointer misalignment.
+TEST(GpuEmulation, MixedPieceClasses) {
+  std::vector<type::NodePtr> items;
+  const int64_t lens[] = {4, 40, 1000, 2, 300, 17, 4096, 16, 255, 3};
+  int64_t at = 0;
+  for (int64_t len : lens) {
+    items.push_back(type::make_dense(len, at + 1));
+    at += len + 1 + len % 7;
+  }
+  const type::NodePtr t = type::make_list(std::move(items));
+  Policy cut;  // long blocks cut into 512 B pieces
+  cut.max_seg_bytes = 512;
+  cut.min_seg_bytes = 512;
+  for (int64_t count : {1, 3}) {
+    const Layout l = layout_of(t, count, at + 5);
+    const Prepared p = prepare(l, DeviceShape{});
+    for (const SegClass& c : p.segs.geom.cls) ASSERT_GT(c.nitems, 0);
+    for (int um = 0; um < 16; ++um)
+      for (int pm = 0; pm < 16; ++pm) {
+        SCOPED_TRACE("count " + std::to_string(count) + " user+" + std::to_string(um) + " packed+" +
+                     std::to_string(pm));
+        Outcome o = check(l, um, pm);
+        ASSERT_EQ(o.error, "");
+        ASSERT_EQ(o.kind, KernelKind::kSegments);
+        ASSERT_EQ(check(l, um, pm, cut).error, "");
+      }
+  }
 }
 
 TEST(GpuEmulation, RandomTrees) {

@@ -41,12 +41,24 @@ LOOM_HD constexpr int words_items(int W) {
   return W <= 2 ? 8 : 4;
 }
 
+#if !defined(__CUDA_ARCH__)
+// Host emulation only: a test may fence the loads in, to check that a copy
+// never reads outside its run; `bad` counts loads that left [lo, hi).
+struct LoadFence {
+  const char* lo = nullptr;
+  const char* hi = nullptr;
+  long bad = 0;
+};
+inline thread_local LoadFence* load_fence = nullptr;
+#endif
+
 // Aligned loads and stores; on the host through memcpy (no aliasing games).
 template <class T>
 LOOM_HD T load_as(const char* p) {
 #if defined(__CUDA_ARCH__)
   return *reinterpret_cast<const T*>(p);
 #else
+  if (load_fence && (p < load_fence->lo || p + sizeof(T) > load_fence->hi)) ++load_fence->bad;
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
@@ -75,8 +87,6 @@ struct SegArgs {
   char* user = nullptr;
   char* packed = nullptr;
   int pack = 1;
-  int lanes = 32;  // lanes per group, a power of two <= 32
-  int lanes_log2 = 5;
   SegGeom geom;
 };
 
@@ -91,42 +101,22 @@ LOOM_HD void word_ends(const WordArgs& a, int64_t g, const char** src, char** ds
 
 // ---- group copy: n bytes from s to d by `lanes` cooperating lanes --------
 //
-// Words are aligned on the destination. When source and destination agree
-// modulo 16 (or 8, or 4) the body moves in such words; bytes before the first
-// and after the last aligned word go one per lane. Otherwise every aligned
-// 4-byte destination word is assembled from the two aligned 4-byte source
-// words that hold it (a funnel shift), so both sides still move 4-byte words;
-// the first and last words, whose aligned source words would reach past the
-// run, are built byte by byte, so nothing outside [s, s + n) is ever read.
+// The destination is written in aligned 16-byte words (the body), each lane
+// taking words lane, lane + lanes, ... several per trip with all loads
+// issued before the stores. When source and destination agree modulo 16 a
+// body word is one aligned 16-byte load; when they are 8 apart, two aligned
+// 8-byte loads. Otherwise it is cut out of the two aligned 16-byte source
+// words that hold it (shift16), so both sides still move whole 16-byte words
+// and a group's loads cover whole sectors, whatever the relative alignment. The bytes before the
+// first body word and after the last (the edges: at most 31 on each side) go one per lane, loaded
+// in the same round as the body. A body word whose aligned source words would reach outside [s, s +
+// n) (only the first and the last can) is left to the edges, so nothing outside the run is ever
+// read (compute-sanitizer clean, and safe at the ends of allocations).
 
-LOOM_HD void copy_bytes(char* d, const char* s, int64_t from, int64_t to, int lane, int lanes) {
-  for (int64_t i = from + lane; i < to; i += lanes) d[i] = s[i];
-}
-
-template <class T>
-LOOM_HD void copy_words(char* d, const char* s, int64_t n, int lane, int lanes) {
-  constexpr int64_t A = sizeof(T);
-  int64_t head = static_cast<int64_t>((A - (reinterpret_cast<uintptr_t>(d) & (A - 1))) & (A - 1));
-  if (head > n) head = n;
-  const int64_t nw = (n - head) / A;
-  char* dw = d + head;
-  const char* sw = s + head;
-  int64_t j = lane;
-  // Four words per lane per trip: loads first, so they are in flight together.
-  for (; j + 3 * lanes < nw; j += 4 * lanes) {
-    T v0 = load_as<T>(sw + j * A);
-    T v1 = load_as<T>(sw + (j + lanes) * A);
-    T v2 = load_as<T>(sw + (j + 2 * lanes) * A);
-    T v3 = load_as<T>(sw + (j + 3 * lanes) * A);
-    store_as<T>(dw + j * A, v0);
-    store_as<T>(dw + (j + lanes) * A, v1);
-    store_as<T>(dw + (j + 2 * lanes) * A, v2);
-    store_as<T>(dw + (j + 3 * lanes) * A, v3);
-  }
-  for (; j < nw; j += lanes) store_as<T>(dw + j * A, load_as<T>(sw + j * A));
-  copy_bytes(d, s, 0, head, lane, lanes);
-  copy_bytes(d, s, head + nw * A, n, lane, lanes);
-}
+inline constexpr int kBodyItems = 4;   // body words per lane per trip, aligned source
+inline constexpr int kShiftItems = 2;  // ... shifted source (two loads a word)
+inline constexpr int kEdgeItems = 4;   // edge bytes per lane per trip
+inline constexpr int kTinyItems = 8;   // tiny bytes per thread per trip
 
 LOOM_HD uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t bits) {
 #if defined(__CUDA_ARCH__)
@@ -136,58 +126,170 @@ LOOM_HD uint32_t funnel_right(uint32_t lo, uint32_t hi, uint32_t bits) {
 #endif
 }
 
-LOOM_HD void copy_shifted(char* d, const char* s, int64_t n, int lane, int lanes) {
-  int64_t head = static_cast<int64_t>((4 - (reinterpret_cast<uintptr_t>(d) & 3)) & 3);
-  if (head > n) head = n;
-  const int64_t nw = (n - head) / 4;
-  if (nw > 0) {
-    const char* s0 = s + head;  // source of destination word 0
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(s);
-    const uintptr_t hi = lo + static_cast<uintptr_t>(n);
-    const uintptr_t r = reinterpret_cast<uintptr_t>(s0) & 3;   // != 0 here
-    const uintptr_t a0 = reinterpret_cast<uintptr_t>(s0) - r;  // aligned word below it
-    const uint32_t bits = static_cast<uint32_t>(8 * r);
-    char* dw = d + head;
-    for (int64_t j = lane; j < nw; j += lanes) {
-      const uintptr_t a = a0 + 4 * static_cast<uintptr_t>(j);
-      uint32_t v;
-      if (a >= lo && a + 8 <= hi) {
-        const char* ap = s + (a - lo);
-        v = funnel_right(load_as<uint32_t>(ap), load_as<uint32_t>(ap + 4), bits);
-      } else {  // little endian: byte k of the word is bits 8k..8k+7
-        const unsigned char* b = reinterpret_cast<const unsigned char*>(s0 + 4 * j);
-        v = uint32_t{b[0]} | uint32_t{b[1]} << 8 | uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24;
-      }
-      store_as<uint32_t>(dw + 4 * j, v);
+// Bytes r .. r + 15 of the 32 bytes a:b (little endian), 0 < r < 16.
+LOOM_HD uint4 shift16(uint4 a, uint4 b, uint32_t r) {
+  const uint32_t q = r >> 2, bits = (r & 3) * 8;
+  const uint32_t x0 = q == 0 ? a.x : q == 1 ? a.y : q == 2 ? a.z : a.w;
+  const uint32_t x1 = q == 0 ? a.y : q == 1 ? a.z : q == 2 ? a.w : b.x;
+  const uint32_t x2 = q == 0 ? a.z : q == 1 ? a.w : q == 2 ? b.x : b.y;
+  const uint32_t x3 = q == 0 ? a.w : q == 1 ? b.x : q == 2 ? b.y : b.z;
+  const uint32_t x4 = q == 0 ? b.x : q == 1 ? b.y : q == 2 ? b.z : b.w;
+  uint4 v;
+  v.x = funnel_right(x0, x1, bits);
+  v.y = funnel_right(x1, x2, bits);
+  v.z = funnel_right(x2, x3, bits);
+  v.w = funnel_right(x3, x4, bits);
+  return v;
+}
+
+// How a run of n bytes from s to d splits: body words [first, last) of the
+// 16-byte destination words starting at d + head, the source offset r of
+// s + head modulo 16 (0: the aligned path), and the edge bytes [0, lo) and
+// [hi, n) that go one by one. Runs are shorter than 2^31 bytes (plan() cuts
+// pieces at max_seg_bytes <= 2^30), so the offsets inside one are 32-bit.
+struct RunSplit {
+  int head = 0;  // bytes before the first 16-byte aligned destination address
+  int first = 0, last = 0;
+  uint32_t r = 0;
+  int lo = 0, hi = 0;  // edges: [0, lo) and [hi, n)
+};
+
+LOOM_HD RunSplit split_run(const char* d, const char* s, int n) {
+  RunSplit x;
+  x.head = static_cast<int>((16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+  if (x.head > n) x.head = n;
+  const int nw = (n - x.head) >> 4;
+  x.r = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(s + x.head) & 15);
+  x.first = 0;
+  x.last = nw;
+  const int r = static_cast<int>(x.r);
+  if ((r & 7) != 0 && nw > 0) {  // r == 8 reads the word's own two 8-byte halves
+    // Word j's two source words start r bytes before its data (s + head +
+    // 16 j) and end 16 - r bytes after it. For word 0 that is inside the run
+    // only if the head is at least r long, for the last word only if the
+    // tail is at least 16 - r long; every other word's source words lie
+    // inside.
+    if (x.head < r) x.first = 1;
+    const int tail = n - x.head - 16 * nw;
+    if (tail < 16 - r) x.last = nw - 1;
+    if (x.last < x.first) x.last = x.first;
+  }
+  x.lo = x.head + 16 * x.first;
+  x.hi = x.head + 16 * x.last;
+  return x;
+}
+
+// Offset in the run of edge byte e (0 <= e < lo + n - hi).
+LOOM_HD int edge_at(const RunSplit& x, int e) {
+  return e < x.lo ? e : x.hi + (e - x.lo);
+}
+
+// The lane's share of the body: words j = first + lane, + lanes, ...
+LOOM_HD void copy_body(char* d0, const char* s0, const RunSplit& x, int lane, int lanes) {
+  const int stride = 16 * lanes;
+  const int trip = kBodyItems * lanes;
+  int j = x.first + lane;
+  char* dp = d0 + 16 * j;
+  if (x.r == 0) {
+    const char* sp = s0 + 16 * j;
+    for (; j < x.last; j += trip, sp += kBodyItems * stride, dp += kBodyItems * stride) {
+      uint4 v[kBodyItems] = {};
+      LOOM_UNROLL
+      for (int k = 0; k < kBodyItems; ++k)
+        if (j + k * lanes < x.last) v[k] = load_as<uint4>(sp + k * stride);
+      LOOM_UNROLL
+      for (int k = 0; k < kBodyItems; ++k)
+        if (j + k * lanes < x.last) store_as<uint4>(dp + k * stride, v[k]);
+    }
+  } else if (x.r == 8) {  // two aligned 8-byte halves, both inside the word's data
+    const char* sp = s0 + 16 * j;
+    for (; j < x.last; j += trip, sp += kBodyItems * stride, dp += kBodyItems * stride) {
+      uint2 v[kBodyItems] = {}, w[kBodyItems] = {};
+      LOOM_UNROLL
+      for (int k = 0; k < kBodyItems; ++k)
+        if (j + k * lanes < x.last) {
+          v[k] = load_as<uint2>(sp + k * stride);
+          w[k] = load_as<uint2>(sp + k * stride + 8);
+        }
+      LOOM_UNROLL
+      for (int k = 0; k < kBodyItems; ++k)
+        if (j + k * lanes < x.last) {
+          uint4 o;
+          o.x = v[k].x;
+          o.y = v[k].y;
+          o.z = w[k].x;
+          o.w = w[k].y;
+          store_as<uint4>(dp + k * stride, o);
+        }
+    }
+  } else {
+    const char* sp = s0 - x.r + 16 * j;  // 16-byte aligned
+    const int strip = kShiftItems * lanes;
+    for (; j < x.last; j += strip, sp += kShiftItems * stride, dp += kShiftItems * stride) {
+      uint4 v[kShiftItems] = {}, w[kShiftItems] = {};
+      LOOM_UNROLL
+      for (int k = 0; k < kShiftItems; ++k)
+        if (j + k * lanes < x.last) {
+          v[k] = load_as<uint4>(sp + k * stride);
+          w[k] = load_as<uint4>(sp + k * stride + 16);
+        }
+      LOOM_UNROLL
+      for (int k = 0; k < kShiftItems; ++k)
+        if (j + k * lanes < x.last) store_as<uint4>(dp + k * stride, shift16(v[k], w[k], x.r));
     }
   }
-  copy_bytes(d, s, 0, head, lane, lanes);
-  copy_bytes(d, s, head + nw * 4, n, lane, lanes);
 }
 
-// The lane's share of copying n bytes; all lanes of the group call it with
-// the same (d, s, n), so the branch below is uniform across the group.
-LOOM_HD void group_copy(char* d, const char* s, int64_t n, int lane, int lanes) {
-  const uintptr_t rel = reinterpret_cast<uintptr_t>(d) ^ reinterpret_cast<uintptr_t>(s);
-  if ((rel & 15) == 0)
-    copy_words<uint4>(d, s, n, lane, lanes);
-  else if ((rel & 7) == 0)
-    copy_words<uint2>(d, s, n, lane, lanes);
-  else if ((rel & 3) == 0)
-    copy_words<uint32_t>(d, s, n, lane, lanes);
-  else
-    copy_shifted(d, s, n, lane, lanes);
+// The lane's share of copying n bytes (n < 2^31); all lanes of the group
+// call it with the same (d, s, n), so every branch on the split is uniform
+// in the group.
+LOOM_HD void group_copy(char* d, const char* s, int64_t len, int lane, int lanes) {
+  const int n = static_cast<int>(len);
+  const RunSplit x = split_run(d, s, n);
+  const int ne = x.lo + (n - x.hi);
+  if (ne == 0) {  // aligned and whole words (every strided row of 16-byte multiples)
+    copy_body(d, s, x, lane, lanes);
+    return;
+  }
+  // Edge bytes in trips of kEdgeItems per lane; the first trip is loaded
+  // before the body and stored after it, so its loads share the body's round.
+  const int etrip = kEdgeItems * lanes;
+  unsigned char e[kEdgeItems] = {};
+  LOOM_UNROLL
+  for (int k = 0; k < kEdgeItems; ++k)
+    if (lane + k * lanes < ne) e[k] = load_as<unsigned char>(s + edge_at(x, lane + k * lanes));
+  copy_body(d + x.head, s + x.head, x, lane, lanes);
+  for (int i = lane;;) {
+    LOOM_UNROLL
+    for (int k = 0; k < kEdgeItems; ++k)
+      if (i + k * lanes < ne) d[edge_at(x, i + k * lanes)] = static_cast<char>(e[k]);
+    i += etrip;
+    if (i >= ne) break;  // narrow groups only: another trip
+    LOOM_UNROLL
+    for (int k = 0; k < kEdgeItems; ++k)
+      if (i + k * lanes < ne) e[k] = load_as<unsigned char>(s + edge_at(x, i + k * lanes));
+  }
 }
 
-// The lane's share of segment item i.
-LOOM_HD void seg_move(const SegArgs& a, int64_t i, int lane) {
-  SegRef r = seg_item(a.geom, i);
+// The lane's share of piece i of class c (a group class).
+LOOM_HD void seg_move(const SegArgs& a, const SegClass& c, int64_t i, int lane) {
+  const SegRef r = seg_item(a.geom, c, i);
   char* u = a.user + r.user;
   char* p = a.packed + r.packed;
   if (a.pack)
-    group_copy(p, u, r.len, lane, a.lanes);
+    group_copy(p, u, r.len, lane, c.lanes);
   else
-    group_copy(u, p, r.len, lane, a.lanes);
+    group_copy(u, p, r.len, lane, c.lanes);
+}
+
+// Source and destination of byte i of the tiny class.
+LOOM_HD void tiny_ends(const SegArgs& a, int64_t i, const char** src, char** dst) {
+  int64_t user, packed;
+  tiny_item(a.geom, i, &user, &packed);
+  char* u = a.user + user;
+  char* p = a.packed + packed;
+  *src = a.pack ? u : p;
+  *dst = a.pack ? p : u;
 }
 
 }  // namespace loom::pack::gpu

@@ -2,6 +2,8 @@
 // the agents (agent.hpp); which one runs, with which word and grid, was
 // decided by plan() (policy.cpp). Six instances in all: words x {1,2,4,8,16},
 // segments x 1; the direction (pack or unpack) is a uniform runtime flag.
+// The arguments are __grid_constant__: agents take them by reference and
+// index them from the parameter bank, never from a local copy.
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
 
@@ -12,7 +14,7 @@ namespace {
 // consecutive threads take consecutive packed words, so the packed side is
 // fully coalesced and the user side as coalesced as the layout allows.
 template <int W>
-__global__ void __launch_bounds__(kThreads) words_kernel(const WordArgs a) {
+__global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__ WordArgs a) {
   using T = typename WordOf<W>::T;
   constexpr int kItems = words_items(W);
   const int64_t n = a.geom.nwords;
@@ -35,12 +37,35 @@ __global__ void __launch_bounds__(kThreads) words_kernel(const WordArgs a) {
   }
 }
 
-// One piece per group of `lanes` lanes (a warp for long blocks).
-__global__ void __launch_bounds__(kThreads) segments_kernel(const SegArgs a) {
+// The piece classes in turn: long and short pieces by groups of their
+// class's width (a warp, 16 or 8 lanes), then the tiny pieces' bytes, one per
+// thread and kTinyItems per trip (loads first), consecutive threads on
+// consecutive bytes.
+__global__ void __launch_bounds__(kThreads, 4) segments_kernel(const __grid_constant__ SegArgs a) {
   const int64_t tid = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int lane = static_cast<int>(threadIdx.x) & (a.lanes - 1);
-  const int64_t groups = (int64_t{gridDim.x} * blockDim.x) >> a.lanes_log2;
-  for (int64_t i = tid >> a.lanes_log2; i < a.geom.nitems; i += groups) seg_move(a, i, lane);
+  const int64_t threads = int64_t{gridDim.x} * blockDim.x;
+#pragma unroll 1
+  for (int c = 0; c < kTinyClass; ++c) {
+    const SegClass& k = a.geom.cls[c];
+    const int lane = static_cast<int>(threadIdx.x) & (k.lanes - 1);
+    const int64_t groups = threads >> k.lanes_log2;
+    for (int64_t i = tid >> k.lanes_log2; i < k.nitems; i += groups) seg_move(a, k, i, lane);
+  }
+  const int64_t n = a.geom.cls[kTinyClass].nitems;
+  for (int64_t i0 = tid; i0 < n; i0 += kTinyItems * threads) {
+    unsigned char v[kTinyItems];
+    char* dst[kTinyItems];
+    LOOM_UNROLL
+    for (int k = 0; k < kTinyItems; ++k)
+      if (i0 + k * threads < n) {
+        const char* src;
+        tiny_ends(a, i0 + k * threads, &src, &dst[k]);
+        v[k] = load_as<unsigned char>(src);
+      }
+    LOOM_UNROLL
+    for (int k = 0; k < kTinyItems; ++k)
+      if (i0 + k * threads < n) *dst[k] = static_cast<char>(v[k]);
+  }
 }
 
 template <int W>

@@ -61,56 +61,78 @@ inline Divisor make_divisor(int64_t d) {
   return v;
 }
 
-// Quotient of n / v.d (n >= 0); the remainder goes to *rem.
+// Past 32 bits: hardware division, kept out of line on the device so the
+// common path stays short (kernels pay for instruction fetch: every branch
+// over a long block of cold code is an instruction-cache miss).
+struct QuotRem {
+  int64_t q;
+  int64_t r;
+};
+
+#if defined(__CUDA_ARCH__)
+__device__ __noinline__
+#else
+inline
+#endif
+    QuotRem
+    divmod_wide(int64_t d, int64_t n) {
+  const int64_t q = n / d;
+  return {q, n - q * d};
+}
+
+// Quotient of n / v.d (n >= 0); the remainder goes to *rem. One branch: the
+// multiply-high path whenever n and d fit 32 bits, hardware division else.
 LOOM_HD int64_t divmod(const Divisor& v, int64_t n, int64_t* rem) {
-  if (static_cast<uint64_t>(n) <= 0xFFFFFFFFu) {
-    if (!v.small) {  // n < 2^32 <= d
-      *rem = n;
-      return 0;
-    }
-    uint32_t q = fast_div(v.f, static_cast<uint32_t>(n));
+  if (static_cast<uint64_t>(n) <= 0xFFFFFFFFu && v.small) {
+    const uint32_t q = fast_div(v.f, static_cast<uint32_t>(n));
     *rem = n - static_cast<int64_t>(q) * v.d;
     return q;
   }
-  int64_t q = n / v.d;
-  *rem = n - q * v.d;
-  return q;
+  const QuotRem x = divmod_wide(v.d, n);
+  *rem = x.r;
+  return x.q;
 }
 
 // Dimensions with their divisors: what a kernel needs to place the idx-th
-// repetition (row-major, innermost fastest) without hardware division.
+// repetition (row-major, innermost fastest) without hardware division. The
+// dims that divide are stored innermost first, so a 1-D layout costs one
+// compare and no division (the outermost dimension takes the rest).
 struct FastDims {
   int nd = 0;
-  Divisor count[kMaxDims];
-  int64_t stride[kMaxDims] = {};
+  int ninner = 0;               // max(nd - 1, 0): the dims that divide
+  Divisor count[kMaxDims - 1];  // inner dims, innermost first
+  int64_t stride[kMaxDims - 1] = {};
+  int64_t outer_stride = 0;  // dims[0].stride (0 when nd == 0)
 };
 
 inline FastDims make_fast_dims(const Dim* dims, int nd) {
   FastDims f;
   f.nd = nd;
-  for (int d = 0; d < nd; ++d) {
-    f.count[d] = make_divisor(dims[d].count);
-    f.stride[d] = dims[d].stride;
+  f.ninner = nd > 1 ? nd - 1 : 0;
+  for (int j = 0; j < f.ninner; ++j) {
+    f.count[j] = make_divisor(dims[nd - 1 - j].count);
+    f.stride[j] = dims[nd - 1 - j].stride;
   }
+  f.outer_stride = nd > 0 ? dims[0].stride : 0;
   return f;
 }
 
 // Same value as dims_offset(dims, nd, idx) for 0 <= idx < product of counts.
-// Loops run over the fixed kMaxDims bound so every array index is a constant
-// after unrolling (the arguments stay in the kernel's parameter space instead
-// of being copied to local memory). The outermost dimension takes the rest.
+// A rolled loop: the kernels take their arguments as __grid_constant__, so
+// f.count[j] is read from the parameter bank with a register index (no local
+// copy), and the code stays short (unrolled over kMaxDims, with four or eight
+// copies per thread, the words kernels were twice the size and slower).
 LOOM_HD int64_t fast_dims_offset(const FastDims& f, int64_t idx) {
   int64_t off = 0;
-  LOOM_UNROLL
-  for (int d = kMaxDims - 1; d >= 1; --d) {
-    if (d < f.nd) {
-      int64_t r;
-      idx = divmod(f.count[d], idx, &r);
-      off += r * f.stride[d];
-    }
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
+  for (int j = 0; j < f.ninner; ++j) {
+    int64_t r;
+    idx = divmod(f.count[j], idx, &r);
+    off += r * f.stride[j];
   }
-  if (f.nd > 0) off += idx * f.stride[0];
-  return off;
+  return off + idx * f.outer_stride;
 }
 
 }  // namespace loom::pack::gpu

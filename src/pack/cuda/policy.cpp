@@ -17,19 +17,39 @@ int log2_pow2(int64_t x) {
   return k;
 }
 
-// Lanes that share one piece: at least four 16-byte words per lane, so the
-// unrolled copy loop keeps four loads in flight (one per lane would leave the
-// SMs short of outstanding bytes); up to a warp.
-int lanes_for(int64_t piece) {
-  int lanes = 1;
-  while (lanes < 32 && int64_t{lanes} * 2 * 64 <= piece) lanes *= 2;
-  return lanes;
+// Resident threads of the segments kernel: one full wave.
+int64_t wave_threads(const DeviceShape& s) {
+  return int64_t{s.sm_count} * s.segs_ctas_per_sm * kThreads;
 }
 
 // Pieces wanted in flight: two per resident warp, so the grid-stride loop
 // still balances when pieces differ in length.
 int64_t target_items(const DeviceShape& s) {
-  return 2 * int64_t{s.sm_count} * s.segs_ctas_per_sm * (kThreads / 32);
+  return 2 * wave_threads(s) / 32;
+}
+
+void set_lanes(SegClass& c, int lanes) {
+  c.lanes = lanes;
+  c.lanes_log2 = log2_pow2(lanes);
+}
+
+// Threads the segments kernel could keep busy: a group per piece, and a
+// thread per kTinyItems tiny bytes.
+int64_t lanes_in_use(const SegGeom& g) {
+  int64_t n = ceil_div(g.cls[kTinyClass].nitems, kTinyItems);
+  for (int c = 0; c < kTinyClass; ++c) n += g.cls[c].nitems * g.cls[c].lanes;
+  return n;
+}
+
+// A message too small to fill one wave: widen the groups of a class (while
+// every lane still gets a body word), so more SMs share the work and each
+// lane's share is shorter.
+void widen(SegGeom& g, int c, int64_t piece_bytes, const DeviceShape& s) {
+  SegClass& k = g.cls[c];
+  const int64_t words = ceil_div(piece_bytes, 16);
+  while (k.nitems > 0 && k.lanes < 32 && k.lanes < words &&
+         lanes_in_use(g) + k.nitems * k.lanes <= wave_threads(s))
+    set_lanes(k, 2 * k.lanes);
 }
 
 void prepare_strided_segments(Prepared& p, const FastDims& fd) {
@@ -39,14 +59,15 @@ void prepare_strided_segments(Prepared& p, const FastDims& fd) {
   int64_t seg = pol.max_seg_bytes;
   while (seg > pol.min_seg_bytes && p.nunits * ceil_div(len, seg) < target) seg /= 2;
   SegGeom& g = p.segs.geom;
-  g.per_unit = make_divisor(ceil_div(len, seg));
-  g.nitems = p.nunits * g.per_unit.d;
   g.dims = fd;
   g.unit_bytes = len;
   g.seg_bytes = seg;
   g.unit_len = len;
-  p.segs.lanes = lanes_for(std::min(len, seg));
-  p.segs.lanes_log2 = log2_pow2(p.segs.lanes);
+  SegClass& c = g.cls[0];
+  c.per_unit = make_divisor(ceil_div(len, seg));
+  c.nitems = p.nunits * c.per_unit.d;
+  set_lanes(c, lanes_for(std::min(len, seg)));
+  widen(g, 0, std::min(len, seg), p.shape);
 }
 
 void prepare_block_segments(Prepared& p, const LayoutView& l, const FastDims& fd) {
@@ -59,23 +80,55 @@ void prepare_block_segments(Prepared& p, const LayoutView& l, const FastDims& fd
   };
   int64_t seg = pol.max_seg_bytes;
   while (seg > pol.min_seg_bytes && p.nunits * pieces(seg) < target) seg /= 2;
-  p.seg_list.clear();
-  p.seg_list.reserve(static_cast<size_t>(pieces(seg)));
+  // Tiny pieces go byte by byte through a table of 32-bit offsets; where the
+  // tile's offsets do not fit, they go with the short pieces instead.
+  constexpr int64_t lo32 = std::numeric_limits<int32_t>::min(),
+                    hi32 = std::numeric_limits<int32_t>::max();
+  bool tiny_fits = p.unit_len <= hi32;
+  for (int64_t i = 0; i < l.nblocks && tiny_fits; ++i) {
+    const Block& b = l.blocks[i];
+    if (b.len <= kTinyBytes && (b.off < lo32 || b.off + b.len - 1 > hi32)) tiny_fits = false;
+  }
+  // Pieces by class: long, short, tiny (the order of seg_list).
+  std::vector<Seg> by[kSegClasses];
   for (int64_t i = 0; i < l.nblocks; ++i) {
     const Block& b = l.blocks[i];
-    for (int64_t x = 0; x < b.len; x += seg)
-      p.seg_list.push_back({b.off + x, l.prefix[i] + x, std::min(seg, b.len - x)});
+    for (int64_t x = 0; x < b.len; x += seg) {
+      const Seg piece{b.off + x, l.prefix[i] + x, std::min(seg, b.len - x)};
+      const int c = piece.len <= kTinyBytes             ? (tiny_fits ? kTinyClass : 1)
+                    : piece.len < pol.short_piece_bytes ? 1
+                                                        : 0;
+      by[c].push_back(piece);
+    }
   }
-  const int64_t nsegs = static_cast<int64_t>(p.seg_list.size());
+  p.tiny.clear();
+  for (const Seg& x : by[kTinyClass])
+    for (int64_t k = 0; k < x.len; ++k)
+      p.tiny.push_back({static_cast<int32_t>(x.src + k), static_cast<int32_t>(x.dst + k)});
+  p.seg_list.clear();
+  p.seg_list.reserve(static_cast<size_t>(pieces(seg)));
   SegGeom& g = p.segs.geom;
-  g.per_unit = make_divisor(nsegs);
-  g.nitems = p.nunits * nsegs;
   g.dims = fd;
   g.unit_bytes = p.unit_len;
   g.seg_bytes = 0;
   g.unit_len = 0;
-  p.segs.lanes = lanes_for(p.unit_len / std::max<int64_t>(1, nsegs));
-  p.segs.lanes_log2 = log2_pow2(p.segs.lanes);
+  int64_t bytes[kSegClasses] = {};
+  for (int c = 0; c < kSegClasses; ++c) {
+    p.class_at[c] = static_cast<int64_t>(p.seg_list.size());
+    for (const Seg& x : by[c]) bytes[c] += x.len;
+    p.seg_list.insert(p.seg_list.end(), by[c].begin(), by[c].end());
+    // Items: pieces, or bytes for the tiny class.
+    const int64_t n = c == kTinyClass ? bytes[c] : static_cast<int64_t>(by[c].size());
+    g.cls[c].per_unit = make_divisor(n);
+    g.cls[c].nitems = p.nunits * n;
+  }
+  const int64_t mean0 = bytes[0] / std::max<int64_t>(1, static_cast<int64_t>(by[0].size()));
+  const int64_t mean1 = bytes[1] / std::max<int64_t>(1, static_cast<int64_t>(by[1].size()));
+  set_lanes(g.cls[0], lanes_for(mean0));
+  set_lanes(g.cls[1], 8);
+  set_lanes(g.cls[kTinyClass], 1);
+  widen(g, 0, mean0, p.shape);
+  widen(g, 1, mean1, p.shape);
 }
 
 // The word table of one tile: entry j is the user offset of packed bytes
@@ -128,14 +181,28 @@ int align_of(int64_t x) {
   return low >= 16 ? 16 : static_cast<int>(low);
 }
 
-void Prepared::bind(const Seg* segs_at, const int32_t* table_at) {
-  segs.geom.segs = kind == LayoutKind::kBlocks ? segs_at : nullptr;
+int lanes_for(int64_t len) {
+  const int64_t words = ceil_div(len, 16);
+  int lanes = 8;
+  while (lanes < 32 && int64_t{lanes} * kShiftItems < words) lanes *= 2;
+  return lanes;
+}
+
+void Prepared::bind(const Seg* segs_at, const int32_t* table_at, const TinyByte* tiny_at) {
+  for (int c = 0; c < kSegClasses; ++c)
+    segs.geom.cls[c].segs =
+        kind == LayoutKind::kBlocks && segs_at ? segs_at + class_at[c] : nullptr;
+  segs.geom.tiny = kind == LayoutKind::kBlocks ? tiny_at : nullptr;
   for (auto& w : words) w.table = kind == LayoutKind::kBlocks && has_table ? table_at : nullptr;
 }
 
 Prepared prepare(const LayoutView& l, const DeviceShape& shape, const Policy& policy) {
   Prepared p;
   p.policy = policy;
+  // group_copy takes runs shorter than 2^31 bytes; pieces stay multiples of 16.
+  p.policy.max_seg_bytes =
+      std::clamp<int64_t>(policy.max_seg_bytes, 16, int64_t{1} << 30) & ~int64_t{15};
+  p.policy.min_seg_bytes = std::clamp<int64_t>(policy.min_seg_bytes, 16, p.policy.max_seg_bytes);
   p.shape = shape;
   p.total = l.total;
   p.base = l.base;
@@ -181,7 +248,7 @@ Prepared prepare(const LayoutView& l, const DeviceShape& shape, const Policy& po
     prepare_block_segments(p, l, fd);
     prepare_table(p, l);
   }
-  p.bind(p.seg_list.data(), p.table.data());
+  p.bind(p.seg_list.data(), p.table.data(), p.tiny.data());
   return p;
 }
 
@@ -209,7 +276,13 @@ Launch plan(const Prepared& p, const void* user, const void* packed, bool pack) 
   const int w = word_width(p, user, packed);
   bool words;
   if (p.kind == LayoutKind::kStrided) {
-    words = !(p.unit_len >= pol.row_bytes || (w < 4 && p.unit_len >= pol.misaligned_row_bytes));
+    // 16-byte words: the words kernel at any row length (four 16-byte loads
+    // in flight per thread beat a group's share of a row, measured from
+    // 256 B to 4 KiB rows on the H200). Narrower words: long rows by groups,
+    // which move 16-byte words whatever the pointers' alignment.
+    words = w == 16 ? p.unit_len < pol.row16_bytes
+                    : !(p.unit_len >= pol.row_bytes ||
+                        (w < 4 && p.unit_len >= pol.misaligned_row_bytes));
   } else {
     const int64_t mean_block = p.unit_len / std::max<int64_t>(1, p.nblocks);
     words = p.has_table && !(w < 4 && mean_block >= pol.misaligned_row_bytes);
@@ -222,19 +295,20 @@ Launch plan(const Prepared& p, const void* user, const void* packed, bool pack) 
     L.words.packed = pk;
     L.words.pack = pack ? 1 : 0;
     L.words.geom = p.words[k];
-    const int64_t per_cta = int64_t{words_items(w)} * kThreads;
+    // One word per thread until the grid is a full wave: a short message
+    // spreads over many SMs and each thread's path is one word long (a
+    // thread's further words cost a serial pass through the index code).
     const int64_t cap = int64_t{p.shape.sm_count} * p.shape.words_ctas_per_sm[k] * pol.waves;
     L.grid =
-        std::clamp<int64_t>(ceil_div(L.words.geom.nwords, per_cta), 1, std::max<int64_t>(1, cap));
+        std::clamp<int64_t>(ceil_div(L.words.geom.nwords, kThreads), 1, std::max<int64_t>(1, cap));
   } else {
     L.kind = KernelKind::kSegments;
     L.segs = p.segs;
     L.segs.user = u;
     L.segs.packed = pk;
     L.segs.pack = pack ? 1 : 0;
-    const int64_t groups_per_cta = kThreads / L.segs.lanes;
     const int64_t cap = int64_t{p.shape.sm_count} * p.shape.segs_ctas_per_sm * pol.waves;
-    L.grid = std::clamp<int64_t>(ceil_div(L.segs.geom.nitems, groups_per_cta), 1,
+    L.grid = std::clamp<int64_t>(ceil_div(lanes_in_use(L.segs.geom), kThreads), 1,
                                  std::max<int64_t>(1, cap));
   }
   return L;
@@ -254,12 +328,22 @@ std::string describe(const Launch& l) {
                     static_cast<long long>(l.words.geom.nwords), static_cast<long long>(l.grid),
                     l.threads);
       return buf;
-    case KernelKind::kSegments:
-      std::snprintf(buf, sizeof buf, "segments lanes=%d%s, %lld pieces, grid %lld x %d",
-                    l.segs.lanes, l.segs.geom.segs ? " (list)" : "",
-                    static_cast<long long>(l.segs.geom.nitems), static_cast<long long>(l.grid),
-                    l.threads);
+    case KernelKind::kSegments: {
+      // "segments lanes=16/1 (list)": the group width of each class in use.
+      char lanes[40] = "";
+      int at = 0;
+      int64_t n = 0;
+      for (const SegClass& c : l.segs.geom.cls) {
+        if (c.nitems == 0) continue;
+        at += std::snprintf(lanes + at, sizeof lanes - static_cast<size_t>(at), "%s%d",
+                            n ? "/" : "", c.lanes);
+        n += c.nitems;
+      }
+      std::snprintf(buf, sizeof buf, "segments lanes=%s%s, %lld pieces, grid %lld x %d", lanes,
+                    l.segs.geom.seg_bytes == 0 ? " (list)" : "", static_cast<long long>(n),
+                    static_cast<long long>(l.grid), l.threads);
       return buf;
+    }
   }
   return "?";
 }

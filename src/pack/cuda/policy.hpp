@@ -36,9 +36,11 @@ struct DeviceShape {
 // where each comes from). Benchmarks may sweep them.
 struct Policy {
   int64_t row_bytes = 256;                     // blocks at least this long: segments kernel
+  int64_t row16_bytes = int64_t{1} << 62;      // ... when 16-byte words are possible
   int64_t misaligned_row_bytes = 32;           // ... or this long when words would be < 4 B
   int64_t max_seg_bytes = 65536;               // longest piece one group copies
   int64_t min_seg_bytes = 512;                 // pieces are not cut shorter than this
+  int64_t short_piece_bytes = 256;             // shorter pieces (and > kTinyBytes): 8 lanes each
   int64_t max_table_words = int64_t{1} << 22;  // per-tile word table cap (16 MiB)
   int64_t table_block_bytes = 256;             // tiles whose mean block is shorter use the table
   int waves = 1;                               // grid: at most waves x resident CTAs
@@ -57,14 +59,16 @@ struct Prepared {
   DeviceShape shape;
   WordGeom words[kWordWidths];  // per word width; table pointer bound later
   bool words_ok[kWordWidths] = {};
-  SegArgs segs;                // lanes and geometry; pointers bound later
-  std::vector<Seg> seg_list;   // kBlocks: one tile's runs, long blocks cut
-  std::vector<int32_t> table;  // kBlocks: user offset of each layout_align word of a tile
+  SegArgs segs;                        // piece classes and geometry; pointers bound later
+  std::vector<Seg> seg_list;           // kBlocks: one tile's runs, long blocks cut, by class
+  int64_t class_at[kSegClasses] = {};  // where each class starts in seg_list
+  std::vector<TinyByte> tiny;          // kBlocks: the bytes of one tile's tiny pieces
+  std::vector<int32_t> table;          // kBlocks: user offset of each layout_align word of a tile
   bool has_table = false;
 
   // Points the plans at the arrays the kernels will read (device copies, or
   // the host vectors above for CPU emulation).
-  void bind(const Seg* segs_at, const int32_t* table_at);
+  void bind(const Seg* segs_at, const int32_t* table_at, const TinyByte* tiny_at);
 };
 
 // From a view (host arrays; a Layout's view() or repeat_view()). The
@@ -87,6 +91,13 @@ struct Launch {
   WordArgs words;
   SegArgs segs;
 };
+
+// Lanes for pieces of about `len` bytes: at least 8 (so a group takes a
+// run's edge bytes in two trips at most), and up to a warp while a lane would
+// get more than kShiftItems 16-byte words (one trip of the shifted copy; a
+// second trip costs another memory latency: measured on the H200, 1000 B
+// pieces ran 81% of D2D with 32 lanes and 78% with 16).
+int lanes_for(int64_t len);
 
 // Widest word that the layout and both pointers allow (1..16).
 int word_width(const Prepared& p, const void* user, const void* packed);
