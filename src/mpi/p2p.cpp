@@ -128,11 +128,23 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
   return rc;
 }
 
+// A send in any mode (next: the MPI's MPI_Send or MPI_Ssend; MPI_Isend or
+// MPI_Issend): host buffers straight to it, device buffers through staging.
+int send_any(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+             MPI_Comm comm) {
+  if (!on_device(buf, count, type)) return next(buf, count, type, dest, tag, comm);
+  return send_device(next, buf, count, type, dest, tag, comm);
+}
+
+int isend_any(IsendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
+              MPI_Comm comm, MPI_Request* req) {
+  if (!on_device(buf, count, type)) return next(buf, count, type, dest, tag, comm, req);
+  return isend_device(next, buf, count, type, dest, tag, comm, req);
+}
+
 int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
           MPI_Request* req) {
-  if (!on_device(buf, count, type))
-    return LOOM_NEXT(MPI_Isend)(buf, count, type, dest, tag, comm, req);
-  return isend_device(LOOM_NEXT(MPI_Isend), buf, count, type, dest, tag, comm, req);
+  return isend_any(LOOM_NEXT(MPI_Isend), buf, count, type, dest, tag, comm, req);
 }
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -154,13 +166,11 @@ using namespace loom::mpi;
 extern "C" {
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return LOOM_NEXT(MPI_Send)(buf, count, type, dest, tag, comm);
-  return send_device(LOOM_NEXT(MPI_Send), buf, count, type, dest, tag, comm);
+  return send_any(LOOM_NEXT(MPI_Send), buf, count, type, dest, tag, comm);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return LOOM_NEXT(MPI_Ssend)(buf, count, type, dest, tag, comm);
-  return send_device(LOOM_NEXT(MPI_Ssend), buf, count, type, dest, tag, comm);
+  return send_any(LOOM_NEXT(MPI_Ssend), buf, count, type, dest, tag, comm);
 }
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -170,9 +180,7 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, 
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request* req) {
-  if (!on_device(buf, count, type))
-    return LOOM_NEXT(MPI_Issend)(buf, count, type, dest, tag, comm, req);
-  return isend_device(LOOM_NEXT(MPI_Issend), buf, count, type, dest, tag, comm, req);
+  return isend_any(LOOM_NEXT(MPI_Issend), buf, count, type, dest, tag, comm, req);
 }
 
 int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,

@@ -20,9 +20,10 @@ namespace loom::test {
 namespace {
 
 int rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
+  return world_rank();
+}
+int size() {
+  return world_size();
 }
 
 // A Buffer's bytes mirrored in device memory.

@@ -19,14 +19,10 @@ namespace loom::test {
 namespace {
 
 int rank() {
-  int r;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
+  return world_rank();
 }
 int size() {
-  int s;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
+  return world_size();
 }
 
 class P2P : public ::testing::Test {

@@ -1,5 +1,5 @@
-// User buffers for datatype messages in tests, and the MPI-made oracle of
-// what a receive must leave in one.
+// Shared by the multi-rank tests: ranks, user buffers for datatype
+// messages, and the MPI-made oracle of what a receive must leave in one.
 #pragma once
 
 #include <mpi.h>
@@ -9,6 +9,17 @@
 #include <vector>
 
 namespace loom::test {
+
+inline int world_rank() {
+  int r;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int world_size() {
+  int s;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
 
 // A user buffer for `count` elements of t with margins, its origin, and a
 // deterministic fill.
