@@ -22,9 +22,6 @@ namespace {
 int rank() {
   return world_rank();
 }
-int size() {
-  return world_size();
-}
 
 // A Buffer's bytes mirrored in device memory.
 struct DevBuffer {
