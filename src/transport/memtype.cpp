@@ -1,6 +1,13 @@
 #include "transport/memtype.hpp"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "util/knobs.hpp"
 
@@ -13,10 +20,61 @@ namespace {
 
 enum Mode : int { kAllHost = 0, kQueryCuda = 1, kAllDevice = 2 };
 std::atomic<int> g_mode{kAllHost};
+std::atomic<uintptr_t> g_brk_start{0};
+
+// The start of the brk heap: start_brk, field 47 of /proc/self/stat (the
+// kernel's own record, read once); 0, which turns the fast path off, where
+// it cannot be read.
+uintptr_t heap_start() {
+  std::FILE* f = std::fopen("/proc/self/stat", "r");
+  if (!f) return 0;
+  char buf[4096];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* at = std::strrchr(buf, ')');  // the command name may hold spaces
+  if (!at) return 0;
+  unsigned long long value = 0;
+  int field = 2;
+  for (const char* c = at + 1; *c && field < 47; ++c) {
+    if (*c != ' ') continue;
+    if (++field == 47) value = std::strtoull(c + 1, nullptr, 10);
+  }
+  return field == 47 ? static_cast<uintptr_t>(value) : 0;
+}
 
 }  // namespace
 
+bool in_brk_heap(const void* p) {
+  const uintptr_t start = g_brk_start.load(std::memory_order_relaxed);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  // sbrk(0) reads glibc's cached break: no system call.
+  return start != 0 && at >= start && at < reinterpret_cast<uintptr_t>(sbrk(0));
+}
+
+bool on_own_stack(const void* p) {
+  // This thread's stack bounds, read once per thread.
+  thread_local uintptr_t lo = 0, hi = 0;
+  thread_local bool known = false;
+  if (!known) {
+    known = true;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        lo = reinterpret_cast<uintptr_t>(addr);
+        hi = lo + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
+  }
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  return at >= lo && at < hi;
+}
+
 void memtype_init() {
+  if (g_brk_start.load() == 0) g_brk_start.store(heap_start());
   int mode = kAllHost;
   if (knob_true(knobs().test_host_as_device)) {
     mode = kAllDevice;
@@ -37,6 +95,7 @@ MemKind memkind(const void* p) {
       return MemKind::kDevice;
 #ifdef LOOM_HAVE_CUDA
     case kQueryCuda: {
+      if (in_brk_heap(p) || on_own_stack(p)) return MemKind::kHost;
       cudaPointerAttributes a;
       if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError();

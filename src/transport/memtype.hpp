@@ -13,4 +13,14 @@ void memtype_init();
 // LOOM_TEST_HOST_AS_DEVICE every non-null buffer counts as device.
 MemKind memkind(const void* p);
 
+// True when p lies in the process's brk heap, between its start (read at
+// memtype_init) and the current program break: host memory for certain, as
+// CUDA maps device and managed memory with mmap, never there. The main
+// thread's small malloc blocks live there, and the check costs no CUDA
+// query. Exposed for tests.
+bool in_brk_heap(const void* p);
+// True when p lies on the calling thread's stack (bounds read once per
+// thread): host memory for certain. Exposed for tests.
+bool on_own_stack(const void* p);
+
 }  // namespace loom::transport
