@@ -78,6 +78,20 @@ int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc)
   return rc;
 }
 
+// MPI_Waitsome and MPI_Testsome (same arguments, `next` the MPI's own).
+using SomeFn = int (*)(int, MPI_Request[], int*, int[], MPI_Status[]);
+int some(SomeFn next, int n, MPI_Request reqs[], int* outcount, int indices[],
+         MPI_Status statuses[]) {
+  RequestTable* t = active_table();
+  if (!t || n <= 0) return next(n, reqs, outcount, indices, statuses);
+  Taken taken(*t, reqs, n);
+  std::vector<MPI_Status> local;
+  MPI_Status* st = statuses_or_local(statuses, n, local);
+  int rc = next(n, reqs, outcount, indices, st);
+  if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
+  return finish_listed(taken, indices, *outcount, st, rc);
+}
+
 }  // namespace
 }  // namespace loom::mpi
 
@@ -158,25 +172,11 @@ int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* st
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
-  RequestTable* t = active_table();
-  if (!t || n <= 0) return LOOM_NEXT(MPI_Waitsome)(n, reqs, outcount, indices, statuses);
-  Taken taken(*t, reqs, n);
-  std::vector<MPI_Status> local;
-  MPI_Status* st = statuses_or_local(statuses, n, local);
-  int rc = LOOM_NEXT(MPI_Waitsome)(n, reqs, outcount, indices, st);
-  if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
-  return finish_listed(taken, indices, *outcount, st, rc);
+  return some(LOOM_NEXT(MPI_Waitsome), n, reqs, outcount, indices, statuses);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
-  RequestTable* t = active_table();
-  if (!t || n <= 0) return LOOM_NEXT(MPI_Testsome)(n, reqs, outcount, indices, statuses);
-  Taken taken(*t, reqs, n);
-  std::vector<MPI_Status> local;
-  MPI_Status* st = statuses_or_local(statuses, n, local);
-  int rc = LOOM_NEXT(MPI_Testsome)(n, reqs, outcount, indices, st);
-  if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
-  return finish_listed(taken, indices, *outcount, st, rc);
+  return some(LOOM_NEXT(MPI_Testsome), n, reqs, outcount, indices, statuses);
 }
 
 int MPI_Request_free(MPI_Request* req) {
