@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a GPU machine (the device tool): build for sm_90, run the GPU
-# tests and the host suites, then the benchmarks named in $LOOM_BENCH
-# (default: the quick GPU kernel sweep). Logs go to $OUT (or ./gpu-out).
+# tests and the host suites, then the benchmark command in $LOOM_BENCH, run
+# from the repo root (default: the quick GPU kernel sweep; `none` skips).
+# Logs go to $OUT (or ./gpu-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -16,4 +17,4 @@ grep -E "tests passed|Failed|\*\*\*|Skipped" "$out/ctest-gpu.log" | tail -40
 ctest --test-dir build-gpu -L "unit|mpi" -j8 >"$out/ctest-host.log" 2>&1
 grep -E "tests passed|Failed" "$out/ctest-host.log" | tail -5
 [ "${LOOM_BENCH:-}" = none ] && exit 0
-eval "./build-gpu/tools/${LOOM_BENCH:-loom-bench-gpu --quick}" 2>&1 | tee "$out/bench.md" | tail -60
+eval "${LOOM_BENCH:-./build-gpu/tools/loom-bench-gpu --quick}" 2>&1 | tee "$out/bench.md" | tail -60

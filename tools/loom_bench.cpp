@@ -2,6 +2,7 @@
 //   loom-bench commit [--quick]   translate + canonicalise time per type
 //   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
 //   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
+//   loom-bench pingpong [--quick]  device messages by each method vs the naive baseline (2 ranks)
 // Output is a Markdown table; docs/ keeps the committed results.
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_pingpong.hpp"
 #include "classic_types.hpp"
 #include "loom/loom.h"
 #include "timing.hpp"
@@ -195,16 +197,17 @@ int bench_passthrough(bool quick) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "commit") && std::strcmp(argv[1], "pack") &&
-                   std::strcmp(argv[1], "passthrough"))) {
-    std::fprintf(stderr, "usage: loom-bench commit|pack|passthrough [--quick]\n");
+                   std::strcmp(argv[1], "passthrough") && std::strcmp(argv[1], "pingpong"))) {
+    std::fprintf(stderr, "usage: loom-bench commit|pack|passthrough|pingpong [--quick]\n");
     return 2;
   }
   bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
   MPI_Init(&argc, &argv);
   loom_init();
-  int rc = std::strcmp(argv[1], "commit") == 0 ? bench_commit(quick)
-           : std::strcmp(argv[1], "pack") == 0 ? bench_pack(quick)
-                                               : bench_passthrough(quick);
+  int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
+           : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
+           : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick)
+                                                   : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();
   return rc;

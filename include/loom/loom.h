@@ -36,6 +36,14 @@ int loom_unpack(const void* inbuf, int insize, int* position, void* outbuf, int 
  * including the terminating NUL. Returns MPI_SUCCESS or an MPI error code. */
 int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
 
+/* How this rank moves device messages from now on, as LOOM_METHOD does:
+ * "device", "oneshot", "staged" or "auto". "device" needs the device method,
+ * which is on only when MPI_Init found every rank able to use it (LOOM_METHOD
+ * device or auto there). Any rank may switch at any time: receivers take
+ * every method. Returns MPI_SUCCESS, or MPI_ERR_ARG for an unknown name or
+ * an unavailable method. For benchmarks and experiments. */
+int loom_set_method(const char* name);
+
 /* 1 while Loom is active: device buffers may be passed to the MPI calls Loom
  * intercepts (the name CUDA-aware MPIs use, so mpi4py and others find it). */
 int MPIX_Query_cuda_support(void);

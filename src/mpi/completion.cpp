@@ -20,7 +20,9 @@ namespace {
 
 RequestTable* active_table() {
   Runtime* rt = runtime();
-  if (!rt || rt->requests.empty()) return nullptr;
+  if (!rt) return nullptr;
+  if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
+  if (rt->requests.empty()) return nullptr;
   rt->requests.progress();
   return &rt->requests;
 }
@@ -33,7 +35,7 @@ class Taken {
     for (int i = 0; i < n; ++i) have_[i] = t.take(before_[i], &ops_[i]);
   }
   // Finishes op i with its status; returns an MPI error code.
-  int finish_one(int i, const MPI_Status& st) {
+  int finish_one(int i, MPI_Status& st) {
     if (!have_[i]) return MPI_SUCCESS;
     have_[i] = false;
     return finish(ops_[i], st);

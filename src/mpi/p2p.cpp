@@ -2,13 +2,16 @@
 // MPI_Issend, MPI_Irecv, MPI_Sendrecv. Host buffers go straight to the MPI;
 // device buffers are packed by a mover into host staging, which the MPI
 // carries as bytes with the caller's source, tag and communicator, so
-// matching and ordering are the MPI's own.
+// matching and ordering are the MPI's own. The device method sends a header
+// in their place (rendezvous.hpp); while it is on, every receive is checked.
 #include <mpi.h>
 
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
+#include "util/log.hpp"
 
 namespace loom::mpi {
 namespace {
@@ -16,11 +19,8 @@ namespace {
 using SendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm);
 using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
 
-// Packs a device message into staging; for spans, copies the span down.
-int stage_send(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p,
-               transport::Staged& staged) {
-  int rc = plan_device(count, type, comm, p);
-  if (rc != MPI_SUCCESS) return rc;
+// Packs a device message (planned) into staging; for spans, copies the span down.
+int stage_send(const void* buf, MPI_Comm comm, DevicePlan& p, transport::Staged& staged) {
   if (!p.span()) {
     auto s = p.mover->pack(p.msg, buf);
     if (!s) return raise(comm, s.status());
@@ -42,10 +42,15 @@ int stage_send(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Dev
 // gaps the MPI leaves alone go back up unchanged.
 int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p,
                PendingOp& op) {
-  int rc = stage_send(buf, count, type, comm, p, op.staged);
+  int rc = plan_device(count, type, comm, p);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = stage_send(buf, comm, p, op.staged);
   if (rc != MPI_SUCCESS) return rc;
   op.mover = p.mover;
   op.user = buf;
+  op.count = count;
+  op.mpi_type = type;
+  op.comm = comm;
   if (p.span()) {
     op.kind = PendingOp::Kind::kSpanRecv;
     op.span_lo = p.span_lo;
@@ -57,12 +62,29 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   return MPI_SUCCESS;
 }
 
+// The device method, when it applies: packs into a lent segment and fills
+// hdr, which is then sent in place of the packed bytes. False: use staging.
+bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
+                        Header* hdr) {
+  Runtime* rt = runtime();
+  if (p.span() || !p.mover || !rt->device_method(static_cast<size_t>(p.msg.bytes))) return false;
+  if (rt->rv->peer_on_node(comm, dest) < 0) return false;
+  Status s = rt->rv->lend(*p.mover, p.msg, buf, hdr);
+  if (s.is_ok()) return true;
+  LOOM_WARN(kTransport, "device method: %s; staging this message instead", s.message().c_str());
+  return false;
+}
+
 int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
   DevicePlan p;
-  transport::Staged staged;
-  int rc = stage_send(buf, count, type, comm, p, staged);
+  int rc = plan_device(count, type, comm, p);
   if (rc != MPI_SUCCESS) return rc;
+  Header hdr;
+  if (device_method_send(p, buf, comm, dest, &hdr))
+    return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+  transport::Staged staged;
+  if ((rc = stage_send(buf, comm, p, staged)) != MPI_SUCCESS) return rc;
   if (p.span())
     return next(static_cast<char*>(staged.host) - p.span_lo, count, type, dest, tag, comm);
   ByteArg a;
@@ -76,17 +98,24 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
                  MPI_Comm comm, MPI_Request* req) {
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   DevicePlan p;
+  int rc = plan_device(count, type, comm, p);
+  if (rc != MPI_SUCCESS) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
-  int rc = stage_send(buf, count, type, comm, p, op.staged);
-  if (rc != MPI_SUCCESS) return rc;
-  if (p.span()) {
-    rc = next(static_cast<char*>(op.staged.host) - p.span_lo, count, type, dest, tag, comm, req);
+  auto hdr = std::make_shared<Header>();
+  if (device_method_send(p, buf, comm, dest, hdr.get())) {
+    rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
+    op.staged.hold = std::move(hdr);  // the header lives until the send completes
   } else {
-    ByteArg a;
-    if ((rc = a.make(op.staged.bytes)) != MPI_SUCCESS) return rc;
-    rc = next(op.staged.host, a.count, a.type, dest, tag, comm, req);
-    a.release();  // MPI allows freeing a type while an operation uses it
+    if ((rc = stage_send(buf, comm, p, op.staged)) != MPI_SUCCESS) return rc;
+    if (p.span()) {
+      rc = next(static_cast<char*>(op.staged.host) - p.span_lo, count, type, dest, tag, comm, req);
+    } else {
+      ByteArg a;
+      if ((rc = a.make(op.staged.bytes)) != MPI_SUCCESS) return rc;
+      rc = next(op.staged.host, a.count, a.type, dest, tag, comm, req);
+      a.release();  // MPI allows freeing a type while an operation uses it
+    }
   }
   if (rc == MPI_SUCCESS) runtime()->requests.add(*req, std::move(op));
   return rc;
@@ -112,6 +141,24 @@ int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   rc = req ? LOOM_NEXT(MPI_Irecv)(where, a.count, a.type, source, tag, comm, req)
            : LOOM_NEXT(MPI_Recv)(where, a.count, a.type, source, tag, comm, st);
   if (!p.span()) a.release();
+  Runtime* rt = runtime();
+  if (!req && rc != MPI_SUCCESS && rt->rv && !p.span())  // a header the MPI cut short?
+    rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
+  return rc;
+}
+
+// Host receives need Loom only while the device method is on: they may
+// match a device-method header.
+bool watching_host_recvs() {
+  Runtime* rt = runtime();
+  return rt && rt->rv;
+}
+
+// A blocking host receive completed: pulls a device-method message it
+// matched. Truncation is raised on comm, as the MPI would.
+int after_host_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st) {
+  const int rc = check_typed_recv(buf, count, type, comm, st);
+  if (rc != MPI_SUCCESS) return raise(comm, rc, "device-method message into a host buffer");
   return rc;
 }
 
@@ -119,8 +166,19 @@ int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 
 int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Request* req) {
-  if (!on_device(buf, count, type))
-    return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
+  if (!on_device(buf, count, type)) {
+    int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
+    if (rc == MPI_SUCCESS && watching_host_recvs() && req) {
+      PendingOp op;
+      op.kind = PendingOp::Kind::kHostRecv;
+      op.user = buf;
+      op.count = count;
+      op.mpi_type = type;
+      op.comm = comm;
+      runtime()->requests.add(*req, std::move(op));
+    }
+    return rc;
+  }
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   PendingOp op;
   int rc = post_recv(buf, count, type, source, tag, comm, op, req, nullptr);
@@ -149,12 +207,22 @@ int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
          MPI_Status* status) {
-  if (!on_device(buf, count, type))
-    return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  if (!on_device(buf, count, type)) {
+    if (!watching_host_recvs())
+      return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+    MPI_Status st;
+    int rc = LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, &st);
+    if (rc == MPI_SUCCESS) rc = after_host_recv(buf, count, type, comm, st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+  }
   PendingOp op;
   MPI_Status st;
   int rc = post_recv(buf, count, type, source, tag, comm, op, nullptr, &st);
-  if (rc == MPI_SUCCESS) rc = finish(op, st);
+  if (rc == MPI_SUCCESS) {
+    rc = finish(op, st);
+    if (rc == MPI_ERR_TRUNCATE) raise(comm, rc, "device-method message truncated");
+  }
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }
@@ -196,9 +264,17 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status) {
-  if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype))
-    return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                                   recvtype, source, recvtag, comm, status);
+  if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype)) {
+    if (!watching_host_recvs())
+      return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
+                                     recvcount, recvtype, source, recvtag, comm, status);
+    MPI_Status st;
+    int rc = LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
+                                     recvcount, recvtype, source, recvtag, comm, &st);
+    if (rc == MPI_SUCCESS) rc = after_host_recv(recvbuf, recvcount, recvtype, comm, st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+  }
   // Post the receive first so two ranks exchanging with each other cannot deadlock.
   MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   int rc = irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &reqs[0]);

@@ -1,6 +1,8 @@
 #include "mpi/requests.hpp"
 
 #include "mpi/next.hpp"
+#include "mpi/rendezvous.hpp"
+#include "mpi/runtime.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi {
@@ -68,19 +70,30 @@ void RequestTable::drain() {
   }
 }
 
-int finish(PendingOp& op, const MPI_Status& st) {
+int finish(PendingOp& op, MPI_Status& st) {
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
+  if (op.kind == PendingOp::Kind::kHostRecv)
+    return check_typed_recv(op.user, op.count, op.mpi_type, op.comm, st);
   MPI_Count received = 0;
   MPI_Get_elements_x(&st, MPI_BYTE, &received);
   if (received == MPI_UNDEFINED || received < 0) received = 0;
+  Runtime* rt = runtime();
+  Rendezvous* rv = rt ? rt->rv.get() : nullptr;
   Status s;
   if (op.kind == PendingOp::Kind::kRecv) {
+    Header h;
+    if (rv && rv->is_header(op.staged.host, static_cast<size_t>(received), &h))
+      return pull_into_device(*rv, h, *op.mover, op.msg, op.user, st);
     s = op.mover->unpack(op.msg, op.staged, static_cast<size_t>(received), op.user);
   } else {  // the whole span comes back: gaps are as they were sent down
+    char* host_view = static_cast<char*>(op.staged.host) - op.span_lo;
+    const int rc = check_typed_recv(host_view, op.count, op.mpi_type, op.comm, st);
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_TRUNCATE) return rc;
     s = op.mover->copy_from_host(static_cast<char*>(op.user) + op.span_lo, op.staged.host,
                                  op.staged.bytes);
+    if (s.is_ok()) return rc;
   }
   if (!s.is_ok()) {
     LOOM_LOG(kError, kMpi, "receive into device memory failed: %s", s.message().c_str());

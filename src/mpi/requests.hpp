@@ -18,7 +18,9 @@
 namespace loom::mpi {
 
 struct PendingOp {
-  enum class Kind { kSend, kRecv, kSpanRecv };
+  // kHostRecv: a receive into host memory, watched only while the device
+  // method is on, as it may match a device-method header.
+  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv };
   Kind kind = Kind::kSend;
   transport::Staged staged;
   transport::Mover* mover = nullptr;
@@ -28,6 +30,10 @@ struct PendingOp {
   void* user = nullptr;
   // kSpanRecv (types Loom cannot read): copy staged bytes back to user + lo.
   int64_t span_lo = 0;
+  // kSpanRecv and kHostRecv: the receive as the user posted it.
+  int count = 0;
+  MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
 };
 
 class RequestTable {
@@ -52,7 +58,8 @@ class RequestTable {
 
 // Finishes an op whose request completed without error: for receives,
 // unpacks the received bytes into the user's buffer (nothing when it was
-// cancelled). Returns MPI_SUCCESS or an MPI error code.
-int finish(PendingOp& op, const MPI_Status& st);
+// cancelled), or pulls a device-method message the receive matched, which
+// also sets st's count. Returns MPI_SUCCESS or an MPI error code.
+int finish(PendingOp& op, MPI_Status& st);
 
 }  // namespace loom::mpi

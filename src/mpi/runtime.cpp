@@ -16,20 +16,54 @@ Runtime* runtime() {
   return g_runtime.load(std::memory_order_acquire);
 }
 
+bool Runtime::parse(const std::string& name, Choice* out) {
+  static const std::pair<const char*, Choice> names[] = {{"auto", Choice::kAuto},
+                                                         {"oneshot", Choice::kOneShot},
+                                                         {"staged", Choice::kStaged},
+                                                         {"device", Choice::kDevice}};
+  for (const auto& [n, c] : names)
+    if (name == n) {
+      *out = c;
+      return true;
+    }
+  return false;
+}
+
 Runtime::Runtime() : host_(transport::make_host_mover()) {
   const std::string& m = knobs().method;
-  if (m == "oneshot")
-    choice_ = Choice::kOneShot;
-  else if (m == "staged")
-    choice_ = Choice::kStaged;
-  else if (m != "auto")
-    LOOM_WARN(kTransport, "LOOM_METHOD=%s is not known (oneshot|staged|auto): using auto",
+  Choice c = Choice::kAuto;
+  if (!parse(m, &c))
+    LOOM_WARN(kTransport, "LOOM_METHOD=%s is not known (device|oneshot|staged|auto): using auto",
               m.c_str());
+  choice_ = c;
   host_as_device_ = knob_true(knobs().test_host_as_device);
+}
+
+bool Runtime::set_method(const std::string& name) {
+  Choice c;
+  if (!parse(name, &c) || (c == Choice::kDevice && !rv)) return false;
+  choice_ = c;
+  return true;
 }
 
 Runtime::~Runtime() {
   requests.drain();
+  if (rv) rv->shutdown();
+}
+
+bool Runtime::wants_device_method() const {
+  // In the host test mode only when forced, so the other test modes keep
+  // their wire format.
+  const Choice c = choice_.load(std::memory_order_relaxed);
+  return c == Choice::kDevice || (c == Choice::kAuto && !host_as_device_);
+}
+
+bool Runtime::device_method(size_t bytes) const {
+  // Smaller messages than the header cannot take it: a receive sized for
+  // the message (all a correct program posts) would truncate the header.
+  if (!rv || bytes < static_cast<size_t>(mpi::kHeaderBytes)) return false;
+  const Choice c = choice_.load(std::memory_order_relaxed);
+  return c == Choice::kDevice || (c == Choice::kAuto && bytes >= kDeviceMin);
 }
 
 transport::Mover* Runtime::gpu(transport::Method m) {
@@ -49,10 +83,11 @@ transport::Mover* Runtime::gpu(transport::Method m) {
 
 transport::Mover* Runtime::mover_for(size_t bytes) {
   if (host_as_device_) return host_.get();
-  switch (choice_) {
+  switch (choice_.load(std::memory_order_relaxed)) {
     case Choice::kOneShot:
       return gpu(transport::Method::kOneShot);
     case Choice::kStaged:
+    case Choice::kDevice:  // packs into lent segments; staged where the method cannot go
       return gpu(transport::Method::kStaged);
     case Choice::kAuto:
       break;
@@ -62,6 +97,10 @@ transport::Mover* Runtime::mover_for(size_t bytes) {
 
 size_t Runtime::bytes_in_use() const {
   size_t n = host_->bytes_in_use();
+  if (rv) {
+    rv->progress();
+    n += rv->bytes_lent();
+  }
   if (oneshot_) n += oneshot_->bytes_in_use();
   if (staged_) n += staged_->bytes_in_use();
   return n;
@@ -81,6 +120,7 @@ extern "C" int loom_init(void) {
   log_set_rank(rank);
   transport::memtype_init();
   auto* rt = new Runtime();
+  if (up) rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->host_as_device());
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt)) delete rt;
   LOOM_INFO(kMpi, "Loom %d.%d initialised", LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR);
@@ -88,10 +128,22 @@ extern "C" int loom_init(void) {
 }
 
 extern "C" int loom_finalize(void) {
+  // Detached receives finish (and may pull device-method messages) while the
+  // runtime is still published.
+  if (loom::Runtime* live = loom::runtime()) {
+    live->requests.drain();
+    if (live->rv) live->rv->shutdown();
+  }
   loom::Runtime* rt = loom::g_runtime.exchange(nullptr);
   if (rt && rt->bytes_in_use() != 0)
     LOOM_WARN(kMpi, "finalize with %zu staging bytes still in use", rt->bytes_in_use());
   delete rt;
+  return MPI_SUCCESS;
+}
+
+extern "C" int loom_set_method(const char* name) {
+  loom::Runtime* rt = loom::runtime();
+  if (!rt || !name || !rt->set_method(name)) return MPI_ERR_ARG;
   return MPI_SUCCESS;
 }
 

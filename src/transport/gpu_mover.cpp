@@ -101,14 +101,7 @@ class GpuMover final : public Mover {
   }
 
   Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
-    const int64_t size = m.count ? m.bytes / m.count : 0;
-    if (size == 0 || received == 0) return Status::ok();
-    Message whole = m;
-    whole.count = static_cast<int64_t>(received) / size;
-    whole.bytes = whole.count * size;
-    LOOM_DEBUG(kTransport, "%s unpack: %zu of %lld bytes, %lld x form %s, into %p",
-               method_name(method_), received, (long long)m.bytes, (long long)whole.count,
-               type::to_string(m.form).c_str(), user);
+    if (received == 0 || m.bytes == 0) return Status::ok();
     const char* src = static_cast<const char*>(s.dev);
     pack::PoolLease scratch;
     if (method_ != Method::kOneShot || !src) {
@@ -120,6 +113,29 @@ class GpuMover final : public Mover {
           "copy to device"));
       src = static_cast<const char*>(scratch.get());
     }
+    return unpack_from(m, src, received, user);
+  }
+
+  Status pack_to(const Message& m, const void* user, void* dst) override {
+    if (m.bytes == 0) return Status::ok();
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    return pack::gpu_pack_sync(*gl.value(), user, dst, stream_);
+  }
+
+  // Unpacks from memory the GPU reads (device scratch, mapped pinned memory,
+  // a peer's IPC segment): whole elements by kernel, then the leading bytes
+  // of a partial one by copies.
+  Status unpack_from(const Message& m, const void* packed, size_t received, void* user) override {
+    const int64_t size = m.count ? m.bytes / m.count : 0;
+    if (size == 0 || received == 0) return Status::ok();
+    Message whole = m;
+    whole.count = static_cast<int64_t>(received) / size;
+    whole.bytes = whole.count * size;
+    LOOM_DEBUG(kTransport, "%s unpack: %zu of %lld bytes, %lld x form %s, into %p",
+               method_name(method_), received, (long long)m.bytes, (long long)whole.count,
+               type::to_string(m.form).c_str(), user);
+    const char* src = static_cast<const char*>(packed);
     if (whole.count > 0) {
       auto gl = gpu_layout(whole);
       if (!gl) return gl.status();

@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "util/knobs.hpp"
 
@@ -88,11 +91,37 @@ void memtype_init() {
   g_mode.store(mode, std::memory_order_release);
 }
 
+namespace {
+// Test mode: ranges a test marked as host memory (few, set before use).
+std::mutex g_host_mu;
+std::vector<std::pair<const char*, size_t>> g_host_ranges;
+std::atomic<bool> g_have_host_ranges{false};
+
+bool in_test_host_range(const void* p) {
+  if (!g_have_host_ranges.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lk(g_host_mu);
+  const char* c = static_cast<const char*>(p);
+  for (auto [lo, n] : g_host_ranges)
+    if (c >= lo && c < lo + n) return true;
+  return false;
+}
+}  // namespace
+
+void test_mark_host(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lk(g_host_mu);
+  if (bytes == 0) {
+    std::erase_if(g_host_ranges, [p](const auto& r) { return r.first == p; });
+  } else {
+    g_host_ranges.emplace_back(static_cast<const char*>(p), bytes);
+  }
+  g_have_host_ranges.store(!g_host_ranges.empty(), std::memory_order_release);
+}
+
 MemKind memkind(const void* p) {
   if (!p) return MemKind::kHost;
   switch (g_mode.load(std::memory_order_acquire)) {
     case kAllDevice:
-      return MemKind::kDevice;
+      return in_test_host_range(p) ? MemKind::kHost : MemKind::kDevice;
 #ifdef LOOM_HAVE_CUDA
     case kQueryCuda: {
       if (in_brk_heap(p) || on_own_stack(p)) return MemKind::kHost;

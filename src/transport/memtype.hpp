@@ -1,6 +1,8 @@
 // Where a user buffer lives. MPI-free.
 #pragma once
 
+#include <cstddef>
+
 namespace loom::transport {
 
 enum class MemKind { kHost, kDevice };
@@ -12,6 +14,10 @@ void memtype_init();
 // a GPU. Without a CUDA build or a GPU, always host. In the test mode
 // LOOM_TEST_HOST_AS_DEVICE every non-null buffer counts as device.
 MemKind memkind(const void* p);
+
+// Test mode only: [p, p + bytes) counts as host memory (bytes 0: unmark),
+// so CI can test host receives of device messages.
+void test_mark_host(const void* p, size_t bytes);
 
 // True when p lies in the process's brk heap, between its start (read at
 // memtype_init) and the current program break: host memory for certain, as

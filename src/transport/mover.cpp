@@ -18,6 +18,8 @@ const char* method_name(Method m) {
       return "oneshot";
     case Method::kStaged:
       return "staged";
+    case Method::kDevice:
+      return "device";
   }
   return "?";
 }
@@ -81,10 +83,7 @@ class HostMover final : public Mover {
   Result<Staged> pack(const Message& m, const void* user) override {
     auto s = stage(static_cast<size_t>(m.bytes));
     if (!s) return s;
-    pack::Layout owned;
-    auto v = message_view(m, owned);
-    if (!v) return v.status();
-    pack::host_pack(*v, user, s->host);
+    LOOM_TRY(pack_to(m, user, s->host));
     return s;
   }
 
@@ -104,6 +103,17 @@ class HostMover final : public Mover {
 
   Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
     return host_unpack_received(m, s.host, received, user);
+  }
+
+  Status pack_to(const Message& m, const void* user, void* dst) override {
+    pack::Layout owned;
+    auto v = message_view(m, owned);
+    if (!v) return v.status();
+    pack::host_pack(*v, user, dst);
+    return Status::ok();
+  }
+  Status unpack_from(const Message& m, const void* src, size_t received, void* user) override {
+    return host_unpack_received(m, src, received, user);
   }
 
   Status copy_to_host(void* host, const void* user, size_t bytes) override {

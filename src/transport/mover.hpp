@@ -35,7 +35,7 @@ struct Staged {
   std::shared_ptr<void> hold;  // keeps the buffer until the last copy is gone
 };
 
-enum class Method { kHost, kOneShot, kStaged };
+enum class Method { kHost, kOneShot, kStaged, kDevice };
 const char* method_name(Method m);
 
 class Mover {
@@ -49,6 +49,11 @@ class Mover {
   // Unpacks the first `received` bytes of `s` into `user`: whole elements,
   // then the leading bytes of a partial one when the sender sent less.
   virtual Status unpack(const Message& m, const Staged& s, size_t received, void* user) = 0;
+  // The device method: packs into, or unpacks out of, memory the mover's
+  // engine addresses directly (a peer's segment mapped into this process),
+  // with no staging between. Done when they return.
+  virtual Status pack_to(const Message& m, const void* user, void* dst) = 0;
+  virtual Status unpack_from(const Message& m, const void* src, size_t received, void* user) = 0;
   // Plain copies between the user's memory and host memory, for types Loom
   // cannot read (their whole span goes through the host).
   virtual Status copy_to_host(void* host, const void* user, size_t bytes) = 0;

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "loom/loom.h"
@@ -117,13 +118,41 @@ TEST_F(GpuP2P, MixedHostAndDeviceSides) {
     if (sender) {
       void* buf = device_side ? dsrc.origin() : hsrc.origin();
       ASSERT_EQ(MPI_Send(buf, 3, t, peer_, 5, MPI_COMM_WORLD), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Send(buf, 3, t, peer_, 6, MPI_COMM_WORLD), MPI_SUCCESS);
     } else {
       void* buf = device_side ? ddst.origin() : hdst.origin();
       ASSERT_EQ(MPI_Recv(buf, 3, t, peer_, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
       auto got = device_side ? ddst.read() : hdst.bytes;
       ASSERT_EQ(got, expected(t, 3, hsrc, t, 3, initial)) << "direction " << dir;
+      // Again, non-blocking.
+      MPI_Request r;
+      ASSERT_EQ(MPI_Irecv(buf, 3, t, peer_, 6, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      got = device_side ? ddst.read() : hdst.bytes;
+      ASSERT_EQ(got, expected(t, 3, hsrc, t, 3, initial)) << "direction " << dir << ", Irecv";
     }
   }
+  MPI_Type_free(&t);
+}
+
+// LOOM_METHOD=device: messages between the two ranks go GPU to GPU through
+// CUDA IPC (the header counts prove it), and come back correct.
+TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
+  const char* m = std::getenv("LOOM_METHOD");
+  if (!m || std::string(m) != "device") GTEST_SKIP() << "LOOM_METHOD is not device";
+  ASSERT_TRUE(runtime() && runtime()->rv) << "device method did not come up";
+  const uint64_t lent = runtime()->rv->messages_lent(), pulled = runtime()->rv->messages_pulled();
+  MPI_Datatype t;
+  MPI_Type_vector(4096, 16, 64, MPI_BYTE, &t);
+  MPI_Type_commit(&t);
+  DevBuffer src(t, 4, 5), dst(t, 4, 0);
+  Buffer initial = dst.host;
+  ASSERT_EQ(MPI_Sendrecv(src.origin(), 4, t, peer_, 3, dst.origin(), 4, t, peer_, 3, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE),
+            MPI_SUCCESS);
+  ASSERT_TRUE(dst.read() == expected(t, 4, src.host, t, 4, initial));
+  EXPECT_EQ(runtime()->rv->messages_lent() - lent, 1u);
+  EXPECT_EQ(runtime()->rv->messages_pulled() - pulled, 1u);
   MPI_Type_free(&t);
 }
 

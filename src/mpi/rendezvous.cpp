@@ -1,0 +1,301 @@
+#include "mpi/rendezvous.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <random>
+
+#include "mpi/device_message.hpp"
+#include "mpi/runtime.hpp"
+#include "util/log.hpp"
+
+namespace loom::mpi {
+namespace {
+
+constexpr uint64_t kMagic = 0x4c4f4f4d2d525a56ull;  // "LOOM-RZV"
+constexpr int kAckTag = 1;
+
+uint64_t checksum(const Header& h) {
+  const auto* p = reinterpret_cast<const unsigned char*>(&h);
+  uint64_t x = 1469598103934665603ull;  // FNV-1a over every field before `check`
+  for (size_t i = 0; i < offsetof(Header, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
+  return x;
+}
+
+int delete_ranks(MPI_Comm, int, void* attr, void*) {
+  delete static_cast<std::vector<int>*>(attr);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+std::unique_ptr<Rendezvous> Rendezvous::create(bool want, bool host_mode) {
+  int me = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+  std::unique_ptr<transport::PeerMemory> mem;
+  if (want && !host_mode) {
+    auto m = transport::make_ipc_peer_memory();
+    if (m)
+      mem = std::move(m.value());
+    else
+      LOOM_INFO(kTransport, "device method off here: %s", m.status().message().c_str());
+  }
+  // Every rank takes part in the same collectives, whatever it can do.
+  int can = want && (host_mode || mem) ? 1 : 0, all = 0;
+  PMPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (want) LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
+    return nullptr;
+  }
+  std::unique_ptr<Rendezvous> rv(new Rendezvous());
+  rv->world_rank_ = me;
+  if (me == 0) {
+    std::random_device rd;
+    rv->nonce_ = (uint64_t{rd()} << 32) ^ rd() ^
+                 static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  PMPI_Bcast(&rv->nonce_, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (host_mode) mem = transport::make_shm_peer_memory(rv->nonce_, me);
+  rv->mem_ = std::move(mem);
+
+  MPI_Comm node;
+  PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int leader = me, size = 0;
+  PMPI_Allreduce(&me, &leader, 1, MPI_INT, MPI_MIN, node);
+  PMPI_Comm_free(&node);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  rv->node_of_.resize(static_cast<size_t>(size));
+  PMPI_Allgather(&leader, 1, MPI_INT, rv->node_of_.data(), 1, MPI_INT, MPI_COMM_WORLD);
+
+  PMPI_Comm_dup(MPI_COMM_WORLD, &rv->ctrl_);
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
+  LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
+  return rv;
+}
+
+Rendezvous::~Rendezvous() {
+  if (!down_) shutdown();
+}
+
+const std::vector<int>* Rendezvous::world_ranks(MPI_Comm comm) {
+  void* attr = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, keyval_, &attr, &found);
+  if (found) return static_cast<std::vector<int>*>(attr);
+  MPI_Group g, world;
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter)
+    PMPI_Comm_remote_group(comm, &g);
+  else
+    PMPI_Comm_group(comm, &g);
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  int n = 0;
+  PMPI_Group_size(g, &n);
+  std::vector<int> in(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) in[i] = i;
+  auto* out = new std::vector<int>(static_cast<size_t>(n));
+  PMPI_Group_translate_ranks(g, n, in.data(), world, out->data());
+  PMPI_Group_free(&g);
+  PMPI_Group_free(&world);
+  PMPI_Comm_set_attr(comm, keyval_, out);
+  return out;
+}
+
+int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
+  if (rank < 0) return -1;  // MPI_PROC_NULL and the like
+  int w = rank;
+  if (comm != MPI_COMM_WORLD) {
+    std::lock_guard<std::mutex> lk(mu_);  // one attribute per comm, set once
+    const std::vector<int>* ranks = world_ranks(comm);
+    if (static_cast<size_t>(rank) >= ranks->size()) return -1;
+    w = (*ranks)[static_cast<size_t>(rank)];
+  }
+  if (w < 0 || static_cast<size_t>(w) >= node_of_.size() || w == world_rank_) return -1;
+  return node_of_[static_cast<size_t>(w)] == node_of_[static_cast<size_t>(world_rank_)] ? w : -1;
+}
+
+Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
+                        Header* hdr) {
+  progress();
+  auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
+  if (!seg) return seg.status();
+  Status s = mover.pack_to(m, user, seg->ptr);
+  if (!s) {
+    mem_->release(seg.value());
+    return s;
+  }
+  *hdr = Header{};
+  hdr->magic = kMagic;
+  hdr->nonce = nonce_;
+  hdr->seq = next_seq_.fetch_add(1);
+  hdr->bytes = static_cast<uint64_t>(m.bytes);
+  hdr->sender = world_rank_;
+  hdr->handle = seg->handle;
+  hdr->check = checksum(*hdr);
+  std::lock_guard<std::mutex> lk(mu_);
+  lent_.emplace(hdr->seq, seg.value());
+  n_lent_.fetch_add(1, std::memory_order_release);
+  return Status::ok();
+}
+
+bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
+  if (n != kHeaderBytes || !p) return false;
+  std::memcpy(out, p, sizeof(Header));
+  return out->magic == kMagic && out->nonce == nonce_ && out->check == checksum(*out) &&
+         out->offset + out->bytes <= out->handle.size;
+}
+
+Result<const void*> Rendezvous::open(const Header& h) {
+  auto base = mem_->open(h.handle);
+  if (!base) return base.status();
+  pulled_.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<const void*>(static_cast<const char*>(base.value()) + h.offset);
+}
+
+void Rendezvous::ack(const Header& h) {
+  PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
+}
+
+void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
+  Header h;
+  if (!p || n < offsetof(Header, bytes)) return;
+  std::memcpy(static_cast<void*>(&h), p, offsetof(Header, bytes));
+  if (h.magic == kMagic && h.nonce == nonce_ && h.sender >= 0 &&
+      static_cast<size_t>(h.sender) < node_of_.size() && h.sender != world_rank_)
+    ack(h);
+}
+
+void Rendezvous::progress() {
+  if (n_lent_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    PMPI_Iprobe(MPI_ANY_SOURCE, kAckTag, ctrl_, &flag, &st);
+    if (!flag) return;
+    uint64_t seq = 0;
+    PMPI_Recv(&seq, 1, MPI_UINT64_T, st.MPI_SOURCE, kAckTag, ctrl_, MPI_STATUS_IGNORE);
+    auto it = lent_.find(seq);
+    if (it == lent_.end()) {
+      LOOM_LOG(kError, kTransport, "ack for segment %llu, which is not lent",
+               static_cast<unsigned long long>(seq));
+      continue;
+    }
+    mem_->release(it->second);
+    lent_.erase(it);
+    n_lent_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void Rendezvous::shutdown() {
+  if (down_) return;
+  down_ = true;
+  progress();
+  // Every receive has completed before MPI_Finalize, so past this barrier
+  // no peer reads our segments, whether or not its ack has arrived yet.
+  PMPI_Barrier(ctrl_);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!lent_.empty())
+      LOOM_DEBUG(kTransport, "finalize: %zu segments lent without an ack yet", lent_.size());
+    for (auto& [seq, seg] : lent_) mem_->release(seg);
+    lent_.clear();
+    n_lent_.store(0);
+  }
+  mem_->unmap_all();
+  PMPI_Barrier(ctrl_);  // nobody maps our segments any more
+  mem_->free_all();
+  for (;;) {  // acks still in flight
+    int flag = 0;
+    MPI_Status st;
+    PMPI_Iprobe(MPI_ANY_SOURCE, kAckTag, ctrl_, &flag, &st);
+    if (!flag) break;
+    uint64_t seq;
+    PMPI_Recv(&seq, 1, MPI_UINT64_T, st.MPI_SOURCE, kAckTag, ctrl_, MPI_STATUS_IGNORE);
+  }
+  PMPI_Comm_free(&ctrl_);
+  PMPI_Comm_free_keyval(&keyval_);
+}
+
+size_t Rendezvous::bytes_lent() const {
+  return mem_ ? mem_->bytes_in_use() : 0;
+}
+
+namespace {
+
+// Sets st as the MPI would for a message of h.bytes into `capacity` bytes.
+int settle(const Header& h, uint64_t capacity, MPI_Status& st) {
+  const uint64_t got = std::min<uint64_t>(h.bytes, capacity);
+  MPI_Status_set_elements_x(&st, MPI_BYTE, static_cast<MPI_Count>(got));
+  st.MPI_ERROR = h.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+  return st.MPI_ERROR;
+}
+
+int fail(Rendezvous& rv, const Header& h, const Status& s, MPI_Status& st) {
+  LOOM_LOG(kError, kTransport, "device-method receive failed: %s", s.message().c_str());
+  rv.ack(h);  // the sender's segment is free either way
+  st.MPI_ERROR = MPI_ERR_OTHER;
+  return MPI_ERR_OTHER;
+}
+
+}  // namespace
+
+int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
+                     const transport::Message& m, void* user, MPI_Status& st) {
+  auto src = rv.open(h);
+  if (!src) return fail(rv, h, src.status(), st);
+  const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
+  Status s = mover.unpack_from(m, src.value(), static_cast<size_t>(got), user);
+  if (!s) return fail(rv, h, s, st);
+  rv.ack(h);
+  return settle(h, static_cast<uint64_t>(m.bytes), st);
+}
+
+int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->rv) return MPI_SUCCESS;
+  MPI_Count n = 0;
+  MPI_Get_elements_x(&st, MPI_BYTE, &n);
+  int cancelled = 0;
+  if (n != kHeaderBytes || (MPI_Test_cancelled(&st, &cancelled), cancelled)) return MPI_SUCCESS;
+  // The header went through the receive's type: pack its first bytes back.
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  if (size <= 0) return MPI_SUCCESS;
+  const int elems = std::min(count, (kHeaderBytes + size - 1) / size);
+  std::vector<char> raw(static_cast<size_t>(elems) * static_cast<size_t>(size));
+  int pos = 0;
+  if (PMPI_Pack(buf, elems, type, raw.data(), static_cast<int>(raw.size()), &pos, comm) !=
+      MPI_SUCCESS)
+    return MPI_SUCCESS;
+  Header h;
+  Rendezvous& rv = *rt->rv;
+  if (raw.size() < kHeaderBytes || !rv.is_header(raw.data(), kHeaderBytes, &h)) return MPI_SUCCESS;
+
+  const uint64_t capacity = static_cast<uint64_t>(count) * static_cast<uint64_t>(size);
+  const uint64_t got = std::min<uint64_t>(h.bytes, capacity);
+  auto src = rv.open(h);
+  if (!src) return fail(rv, h, src.status(), st);
+  // Down to host memory, then unpacked by the host engine (or by the MPI for
+  // types Loom cannot read).
+  transport::Mover* copier = rt->mover_for(static_cast<size_t>(got));
+  std::vector<char> packed(static_cast<size_t>(got));
+  Status s = copier ? copier->copy_to_host(packed.data(), src.value(), packed.size())
+                    : Status(Err::kUnsupported, "no mover");
+  if (!s) return fail(rv, h, s, st);
+  rv.ack(h);
+  DevicePlan p;
+  if (plan_device(count, type, comm, p) == MPI_SUCCESS && !p.span()) {
+    s = transport::host_unpack_received(p.msg, packed.data(), packed.size(), buf);
+    if (!s) return fail(rv, h, s, st);
+  } else {
+    pos = 0;  // whole elements only: the MPI cannot unpack part of one
+    PMPI_Unpack(packed.data(), static_cast<int>(packed.size()), &pos, buf,
+                static_cast<int>(got / static_cast<uint64_t>(size)), type, comm);
+  }
+  return settle(h, capacity, st);
+}
+
+}  // namespace loom::mpi

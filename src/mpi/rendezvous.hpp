@@ -1,0 +1,115 @@
+// The device method over an MPI that cannot read GPU memory: the packed
+// bytes go GPU to GPU through memory the sender lends (CUDA IPC), while the
+// MPI carries a small header with the user's destination, tag and
+// communicator, so matching, wildcards and order stay the MPI's own.
+//
+//   sender                                  receiver
+//   pack into a lent segment
+//   MPI send: header (128 B), user's   ──►  any receive Loom sees matches it
+//   dest, tag, comm; returns: the           (device or host buffer), opens the
+//   user's buffer is free again             segment (once per segment), unpacks
+//                                           from it, fixes the status's count
+//   segment back to its free list     ◄──   ack(seq) on Loom's own communicator
+//
+// Since any receive may match a header, every receive is checked while the
+// device method is on (a 128-byte message with the job's magic, nonce and
+// checksum), and the method is on for all ranks or for none: they agree at
+// MPI_Init. Sends never wait for the ack, so no program that is safe with
+// buffered sends can deadlock on it; segments come back as acks arrive
+// (any Loom call polls them) and at finalize.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/mover.hpp"
+#include "transport/peer_memory.hpp"
+
+namespace loom::mpi {
+
+struct Header {
+  uint64_t magic = 0;
+  uint64_t nonce = 0;  // the job's, from rank 0 at MPI_Init
+  uint64_t seq = 0;    // the sender's, echoed in the ack
+  int32_t sender = 0;  // world rank, where the ack goes
+  int32_t reserved = 0;
+  // The 32 bytes above are enough to ack a header the MPI truncated.
+  uint64_t bytes = 0;   // packed bytes in the segment
+  uint64_t offset = 0;  // where they start
+  transport::PeerHandle handle;
+  uint64_t check = 0;  // hash of the fields above
+};
+constexpr int kHeaderBytes = 128;
+static_assert(sizeof(Header) == kHeaderBytes);
+
+class Rendezvous {
+ public:
+  // Collective over MPI_COMM_WORLD. `want`: this rank would use the method
+  // (LOOM_METHOD); `host_mode`: the host test mode (shared memory instead of
+  // CUDA IPC). Null unless every rank wants it and can lend memory.
+  static std::unique_ptr<Rendezvous> create(bool want, bool host_mode);
+  ~Rendezvous();
+
+  // World rank of `rank` of comm when it is another process of this node
+  // (the method needs shared memory between them); -1 otherwise.
+  int peer_on_node(MPI_Comm comm, int rank);
+
+  // Sender: packs m from `user` into a lent segment and fills hdr.
+  Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr);
+  // Receiver: true when the n bytes at p are a header of this job.
+  bool is_header(const void* p, size_t n, Header* out) const;
+  // Receiver: the packed bytes of h as this process addresses them.
+  Result<const void*> open(const Header& h);
+  // Receiver: done reading h's segment; the sender may reuse it.
+  void ack(const Header& h);
+  // Receiver: a receive into n bytes at p was truncated by the MPI; when
+  // they begin with a header of this job, its segment is acked.
+  void ack_if_truncated_header(const void* p, size_t n);
+
+  // Returns the segments whose acks have arrived. Cheap when none are lent.
+  void progress();
+  // At finalize, collective: returns every segment and unmaps peers'.
+  void shutdown();
+  size_t bytes_lent() const;
+  // Messages this rank sent and received by the method (for tests and logs).
+  uint64_t messages_lent() const { return next_seq_.load() - 1; }
+  uint64_t messages_pulled() const { return pulled_.load(); }
+
+ private:
+  Rendezvous() = default;
+  const std::vector<int>* world_ranks(MPI_Comm comm);
+
+  MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
+  int keyval_ = MPI_KEYVAL_INVALID;
+  uint64_t nonce_ = 0;
+  int world_rank_ = 0;
+  std::vector<int> node_of_;  // world rank -> its node (lowest world rank there)
+  std::unique_ptr<transport::PeerMemory> mem_;
+  std::mutex mu_;
+  std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
+  std::atomic<size_t> n_lent_{0};
+  std::atomic<uint64_t> next_seq_{1};
+  std::atomic<uint64_t> pulled_{0};
+  bool down_ = false;
+};
+
+// Receive side, shared by every receive path. `st` is the completed
+// receive's status; when the bytes it got are a header, the message is
+// pulled into the receive's buffer and st's count (and error, on
+// truncation) are set as if the MPI had carried the message itself.
+// Return: MPI_SUCCESS, MPI_ERR_TRUNCATE, or another error code.
+
+// A device message Loom reads: unpacked on the GPU straight from the segment.
+int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
+                     const transport::Message& m, void* user, MPI_Status& st);
+// A typed host buffer (a receive into host memory, or the host copy of a
+// device span): the header bytes arrived typed, so they are read back first.
+int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st);
+
+}  // namespace loom::mpi

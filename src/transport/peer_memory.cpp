@@ -1,0 +1,155 @@
+#include "transport/peer_memory.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "util/log.hpp"
+
+namespace loom::transport {
+namespace {
+
+size_t segment_class(size_t bytes) {
+  size_t c = PeerMemory::kMinSegment;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+std::string key_of(const PeerHandle& h) {
+  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+}
+
+}  // namespace
+
+Result<Segment> PeerMemory::acquire(size_t bytes) {
+  const size_t cls = segment_class(bytes);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& list = free_[cls];
+    if (!list.empty()) {
+      Segment s = list.back();
+      list.pop_back();
+      in_use_ += s.size;
+      return s;
+    }
+  }
+  auto s = allocate(cls);  // outside the lock: may take milliseconds
+  if (!s) return s;
+  std::lock_guard<std::mutex> lk(mu_);
+  all_.push_back(s.value());
+  in_use_ += s->size;
+  return s;
+}
+
+void PeerMemory::release(const Segment& s) {
+  std::lock_guard<std::mutex> lk(mu_);
+  free_[s.size].push_back(s);
+  in_use_ -= s.size;
+}
+
+Result<const void*> PeerMemory::open(const PeerHandle& h) {
+  const std::string key = key_of(h);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = opened_.find(key);
+  if (it != opened_.end()) return static_cast<const void*>(it->second);
+  auto p = map(h);
+  if (!p) return p.status();
+  opened_.emplace(key, p.value());
+  return static_cast<const void*>(p.value());
+}
+
+void PeerMemory::unmap_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [key, p] : opened_) {
+    PeerHandle h;
+    std::memcpy(&h, key.data(), sizeof(h));
+    unmap(p, h);
+  }
+  opened_.clear();
+}
+
+void PeerMemory::free_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (const Segment& s : all_) deallocate(s);
+  all_.clear();
+  free_.clear();
+  in_use_ = 0;
+}
+
+size_t PeerMemory::bytes_in_use() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return in_use_;
+}
+
+namespace {
+
+class ShmPeerMemory final : public PeerMemory {
+ public:
+  ShmPeerMemory(uint64_t nonce, int rank) : nonce_(nonce), rank_(rank) {}
+  ~ShmPeerMemory() override {
+    unmap_all();
+    free_all();
+  }
+  const char* name() const override { return "shared memory"; }
+
+ protected:
+  Result<Segment> allocate(size_t bytes) override {
+    Segment s;
+    s.size = bytes;
+    s.handle.size = bytes;
+    char* name = reinterpret_cast<char*>(s.handle.bytes);
+    std::snprintf(name, sizeof(s.handle.bytes), "/loom.%016llx.%d.%u",
+                  static_cast<unsigned long long>(nonce_), rank_, next_.fetch_add(1));
+    const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return Status(Err::kNoMemory, std::string("shm_open: ") + std::strerror(errno));
+    void* p = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int err = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(name);
+      return Status(Err::kNoMemory, std::string("shared memory segment: ") + std::strerror(err));
+    }
+    s.ptr = p;
+    return s;
+  }
+  void deallocate(const Segment& s) override {
+    munmap(s.ptr, s.size);
+    shm_unlink(reinterpret_cast<const char*>(s.handle.bytes));
+  }
+  Result<void*> map(const PeerHandle& h) override {
+    const int fd = shm_open(reinterpret_cast<const char*>(h.bytes), O_RDONLY, 0);
+    if (fd < 0)
+      return Status(Err::kInvalidArg, std::string("peer segment: ") + std::strerror(errno));
+    void* p = mmap(nullptr, h.size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return Status(Err::kNoMemory, "mapping a peer segment");
+    return p;
+  }
+  void unmap(void* p, const PeerHandle& h) override { munmap(p, h.size); }
+
+ private:
+  const uint64_t nonce_;
+  const int rank_;
+  std::atomic<unsigned> next_{0};  // allocate() runs outside the base's lock
+};
+
+}  // namespace
+
+std::unique_ptr<PeerMemory> make_shm_peer_memory(uint64_t nonce, int rank) {
+  return std::make_unique<ShmPeerMemory>(nonce, rank);
+}
+
+#ifndef LOOM_HAVE_CUDA
+Result<std::unique_ptr<PeerMemory>> make_ipc_peer_memory() {
+  return Status(Err::kUnsupported, "built without CUDA");
+}
+#endif
+
+}  // namespace loom::transport

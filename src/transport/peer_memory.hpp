@@ -1,0 +1,73 @@
+// Memory one process lends to another process of the same node, named by a
+// handle small enough to travel in an MPI message: CUDA IPC for device
+// memory, POSIX shared memory in the host test mode. The device method packs
+// a message into a lent segment and the receiver unpacks straight out of it
+// (over NVLink, or within one GPU), so the packed bytes never touch the host.
+//
+// Segments come from size-class free lists and are freed only at shutdown:
+// a peer keeps every segment it opened mapped (mapping costs tens of
+// microseconds), so a segment's memory must not change hands while it lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "util/status.hpp"
+
+namespace loom::transport {
+
+struct PeerHandle {
+  uint64_t size = 0;             // bytes of the segment
+  unsigned char bytes[64] = {};  // cudaIpcMemHandle_t, or a shared-memory name
+};
+
+struct Segment {
+  void* ptr = nullptr;  // local address (device memory, or host in test mode)
+  size_t size = 0;
+  PeerHandle handle;
+};
+
+class PeerMemory {
+ public:
+  virtual ~PeerMemory() = default;
+  virtual const char* name() const = 0;
+
+  // A segment of at least `bytes`, lent until release().
+  Result<Segment> acquire(size_t bytes);
+  void release(const Segment& s);
+  // The local address of a peer's segment: mapped on first use, then cached.
+  Result<const void*> open(const PeerHandle& h);
+  // At shutdown, once no peer reads our segments and we read none of theirs.
+  void unmap_all();
+  void free_all();
+
+  size_t bytes_in_use() const;
+  // Smallest segment: messages below it are not worth the handshake anyway.
+  static constexpr size_t kMinSegment = size_t{64} << 10;
+
+ protected:
+  virtual Result<Segment> allocate(size_t bytes) = 0;
+  virtual void deallocate(const Segment& s) = 0;
+  virtual Result<void*> map(const PeerHandle& h) = 0;
+  virtual void unmap(void* p, const PeerHandle& h) = 0;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<Segment>> free_;  // by size class
+  std::vector<Segment> all_;
+  std::map<std::string, void*> opened_;  // by handle bytes
+  size_t in_use_ = 0;
+};
+
+// POSIX shared memory (host test mode): names carry the job's nonce and the
+// owner's rank, so concurrent jobs on one node do not collide.
+std::unique_ptr<PeerMemory> make_shm_peer_memory(uint64_t nonce, int rank);
+// CUDA IPC on the current device; needs a CUDA build and a GPU.
+Result<std::unique_ptr<PeerMemory>> make_ipc_peer_memory();
+
+}  // namespace loom::transport
