@@ -19,8 +19,39 @@
 
 #include "loom/loom.h"
 
+#ifdef LOOM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
 namespace loom::tools {
 namespace {
+
+#ifdef LOOM_HAVE_NCCL
+// NCCL's own ping-pong of the same bytes: the bar for contiguous messages.
+struct Nccl {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  Nccl(int me) {
+    ncclUniqueId id;
+    if (me == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (ncclCommInitRank(&comm, 2, id, me) != ncclSuccess) comm = nullptr;
+    cudaStreamCreate(&stream);
+  }
+  ~Nccl() {
+    if (comm) ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+  void send(void* p, size_t n, int peer) {
+    ncclSend(p, n, ncclChar, peer, comm, stream);
+    cudaStreamSynchronize(stream);
+  }
+  void recv(void* p, size_t n, int peer) {
+    ncclRecv(p, n, ncclChar, peer, comm, stream);
+    cudaStreamSynchronize(stream);
+  }
+};
+#endif
 
 struct Case {
   std::string name;
@@ -97,13 +128,23 @@ int bench_pingpong(bool quick) {
   }
   cudaSetDevice(me % ngpu);
   const bool have_device = loom_set_method("device") == MPI_SUCCESS;
+  int peer_access = -1;
+  if (ngpu > 1) cudaDeviceCanAccessPeer(&peer_access, me % ngpu, (me + 1) % ngpu);
+#ifdef LOOM_HAVE_NCCL
+  Nccl nccl(me);
+  const bool have_nccl = nccl.comm != nullptr;
+#else
+  const bool have_nccl = false;
+#endif
   const char* methods[] = {"oneshot", "staged", "device", "auto"};
   if (me == 0) {
-    std::printf("# one-way time, us (median); %d GPU(s), device method %s\n\n", ngpu,
-                have_device ? "on" : "off");
     std::printf(
-        "| case | packed bytes | oneshot | staged | device | auto | baseline | "
-        "auto / best | best vs baseline |\n|---|---|---|---|---|---|---|---|---|\n");
+        "# one-way time, us (median); %d GPU(s), peer access %d, device method %s, "
+        "NCCL %s\n\n",
+        ngpu, peer_access, have_device ? "on" : "off", have_nccl ? "on" : "off");
+    std::printf(
+        "| case | packed bytes | oneshot | staged | device | auto | baseline | auto / best | "
+        "best vs baseline | NCCL | NCCL / auto |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   }
   for (const Case& c : cases(quick)) {
     MPI_Aint lb, extent, tlb, textent;
@@ -139,6 +180,12 @@ int bench_pingpong(bool quick) {
           PMPI_Recv(host.data(), c.count, c.type, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
           cudaMemcpy(dev, host.data(), span, cudaMemcpyHostToDevice);
         });
+    double t_nccl = 0;
+#ifdef LOOM_HAVE_NCCL
+    if (have_nccl && c.type == MPI_BYTE)
+      t_nccl = one_way(
+          me, reps, [&] { nccl.send(dev, packed, peer); }, [&] { nccl.recv(dev, packed, peer); });
+#endif
     cudaFree(dev);
     if (me == 0) {
       double best = 1e30;
@@ -146,9 +193,12 @@ int bench_pingpong(bool quick) {
         if (t[m] > 0) best = std::min(best, t[m]);
       char dev_col[32] = "-";
       if (t[2] > 0) std::snprintf(dev_col, sizeof(dev_col), "%.1f", t[2] * 1e6);
-      std::printf("| %s | %zu | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %.1fx |\n", c.name.c_str(),
-                  packed, t[0] * 1e6, t[1] * 1e6, dev_col, t[3] * 1e6, t[4] * 1e6, t[3] / best,
-                  t[4] / best);
+      char nccl_col[64] = "- | -";
+      if (t_nccl > 0)
+        std::snprintf(nccl_col, sizeof(nccl_col), "%.1f | %.2f", t_nccl * 1e6, t_nccl / t[3]);
+      std::printf("| %s | %zu | %.1f | %.1f | %s | %.1f | %.1f | %.2f | %.1fx | %s |\n",
+                  c.name.c_str(), packed, t[0] * 1e6, t[1] * 1e6, dev_col, t[3] * 1e6, t[4] * 1e6,
+                  t[3] / best, t[4] / best, nccl_col);
       std::fflush(stdout);
     }
     if (c.type != MPI_BYTE) {

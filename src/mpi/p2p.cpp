@@ -44,8 +44,14 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
                PendingOp& op) {
   int rc = plan_device(count, type, comm, p);
   if (rc != MPI_SUCCESS) return rc;
-  rc = stage_send(buf, comm, p, op.staged);
-  if (rc != MPI_SUCCESS) return rc;
+  if (p.span()) {
+    rc = stage_send(buf, comm, p, op.staged);
+    if (rc != MPI_SUCCESS) return rc;
+  } else {  // just room: the receive overwrites it (packing the buffer first cost a copy)
+    auto s = p.mover->stage(static_cast<size_t>(p.msg.bytes));
+    if (!s) return raise(comm, s.status());
+    op.staged = std::move(s.value());
+  }
   op.mover = p.mover;
   op.user = buf;
   op.count = count;

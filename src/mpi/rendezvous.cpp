@@ -121,7 +121,11 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   progress();
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
   if (!seg) return seg.status();
+  const auto t0 = std::chrono::steady_clock::now();
   Status s = mover.pack_to(m, user, seg->ptr);
+  LOOM_DEBUG(
+      kTransport, "lend: %lld bytes packed in %.1f us", static_cast<long long>(m.bytes),
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   if (!s) {
     mem_->release(seg.value());
     return s;
@@ -247,7 +251,11 @@ int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
-  Status s = mover.unpack_from(m, src.value(), static_cast<size_t>(got), user);
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
+  LOOM_DEBUG(
+      kTransport, "pull: %llu bytes in %.1f us", static_cast<unsigned long long>(got),
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   if (!s) return fail(rv, h, s, st);
   rv.ack(h);
   return settle(h, static_cast<uint64_t>(m.bytes), st);

@@ -44,7 +44,7 @@ class Runtime {
   bool set_method(const std::string& name);
 
   static constexpr size_t kOneShotMax = size_t{1} << 20;
-  static constexpr size_t kDeviceMin = size_t{64} << 10;
+  static constexpr size_t kDeviceMin = size_t{8} << 10;  // H200 pingpong crossover
 
  private:
   transport::Mover* gpu(transport::Method m);

@@ -152,6 +152,17 @@ class GpuMover final : public Mover {
     return cuda_status(cudaStreamSynchronize(stream_), "unpack");
   }
 
+  Status unpack_from_peer(const Message& m, const void* src, size_t received,
+                          void* user) override {
+    if (received == 0 || m.bytes == 0) return Status::ok();
+    auto l = scratch_lease(received);
+    if (!l) return unpack_from(m, src, received, user);  // kernel loads over the link
+    LOOM_TRY(cuda_status(
+        cudaMemcpyAsync(l->get(), src, received, cudaMemcpyDeviceToDevice, stream_),
+        "copy from peer"));
+    return unpack_from(m, l->get(), received, user);
+  }
+
   Status copy_to_host(void* host, const void* user, size_t bytes) override {
     return cuda_status(cudaMemcpy(host, user, bytes, cudaMemcpyDefault), "copy to host");
   }

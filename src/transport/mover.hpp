@@ -54,6 +54,13 @@ class Mover {
   // with no staging between. Done when they return.
   virtual Status pack_to(const Message& m, const void* user, void* dst) = 0;
   virtual Status unpack_from(const Message& m, const void* src, size_t received, void* user) = 0;
+  // The same from another process's segment: a GPU reads a peer GPU's memory
+  // far faster with its copy engines than with loads, so the bytes are
+  // copied into local scratch first.
+  virtual Status unpack_from_peer(const Message& m, const void* src, size_t received,
+                                  void* user) {
+    return unpack_from(m, src, received, user);
+  }
   // Plain copies between the user's memory and host memory, for types Loom
   // cannot read (their whole span goes through the host).
   virtual Status copy_to_host(void* host, const void* user, size_t bytes) = 0;
