@@ -7,6 +7,9 @@
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "mpi/rendezvous.hpp"
+#include "mpi/requests.hpp"
+#include "mpi/runtime.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi {
@@ -68,17 +71,52 @@ int MPI_Ssend_init(const void* buf, int count, MPI_Datatype t, int dest, int tag
 }
 int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
                   MPI_Request* r) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r), MPI_Recv_init,
-              (buf, count, t), comm);
+  if (is_device(buf, count, t)) return refuse(comm, "MPI_Recv_init");
+  int rc = LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r);
+  loom::Runtime* rt = loom::runtime();
+  if (rc == MPI_SUCCESS && r && rt && rt->rv)
+    rt->requests.add_persistent(*r, loom::mpi::host_recv_op(buf, count, t, comm));
+  return rc;
 }
+int MPI_Start(MPI_Request* r) {
+  int rc = LOOM_NEXT(MPI_Start)(r);
+  loom::Runtime* rt = loom::runtime();
+  if (rc == MPI_SUCCESS && r && rt && rt->rv) rt->requests.started(*r);
+  return rc;
+}
+int MPI_Startall(int n, MPI_Request r[]) {
+  int rc = LOOM_NEXT(MPI_Startall)(n, r);
+  loom::Runtime* rt = loom::runtime();
+  if (rc == MPI_SUCCESS && rt && rt->rv)
+    for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
+  return rc;
+}
+int MPI_Imrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Request* r) {
+  if (is_device(buf, count, t)) return refuse(MPI_COMM_WORLD, "MPI_Imrecv");
+  int rc = LOOM_NEXT(MPI_Imrecv)(buf, count, t, msg, r);
+  loom::Runtime* rt = loom::runtime();
+  if (rc == MPI_SUCCESS && r && rt && rt->rv)
+    rt->requests.add(*r, loom::mpi::host_recv_op(buf, count, t, MPI_COMM_WORLD));
+  return rc;
+}
+// Receives into host buffers that may match a device-method header while
+// the method is on: checked after the MPI's receive, like MPI_Recv.
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int src,
                          int rtag, MPI_Comm comm, MPI_Status* st) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Sendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, st),
-              MPI_Sendrecv_replace, (buf, count, t), comm);
+  if (is_device(buf, count, t)) return refuse(comm, "MPI_Sendrecv_replace");
+  MPI_Status local;
+  MPI_Status* s = st == MPI_STATUS_IGNORE ? &local : st;
+  int rc = LOOM_NEXT(MPI_Sendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, s);
+  if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, comm, *s);
+  return rc;
 }
 int MPI_Mrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Status* st) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Mrecv)(buf, count, t, msg, st), MPI_Mrecv, (buf, count, t),
-              MPI_COMM_WORLD);
+  if (is_device(buf, count, t)) return refuse(MPI_COMM_WORLD, "MPI_Mrecv");
+  MPI_Status local;
+  MPI_Status* s = st == MPI_STATUS_IGNORE ? &local : st;
+  int rc = LOOM_NEXT(MPI_Mrecv)(buf, count, t, msg, s);
+  if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, MPI_COMM_WORLD, *s);
+  return rc;
 }
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
   LOOM_GUARD1(LOOM_NEXT(MPI_Bcast)(buf, count, t, root, comm), MPI_Bcast, (buf, count, t), comm);

@@ -174,15 +174,8 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
           MPI_Request* req) {
   if (!on_device(buf, count, type)) {
     int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
-    if (rc == MPI_SUCCESS && watching_host_recvs() && req) {
-      PendingOp op;
-      op.kind = PendingOp::Kind::kHostRecv;
-      op.user = buf;
-      op.count = count;
-      op.mpi_type = type;
-      op.comm = comm;
-      runtime()->requests.add(*req, std::move(op));
-    }
+    if (rc == MPI_SUCCESS && watching_host_recvs() && req)
+      runtime()->requests.add(*req, host_recv_op(buf, count, type, comm));
     return rc;
   }
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");

@@ -7,6 +7,16 @@
 
 namespace loom::mpi {
 
+PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
+  PendingOp op;
+  op.kind = PendingOp::Kind::kHostRecv;
+  op.user = buf;
+  op.count = count;
+  op.mpi_type = type;
+  op.comm = comm;
+  return op;
+}
+
 void RequestTable::add(MPI_Request r, PendingOp op) {
   std::lock_guard<std::mutex> lk(mu_);
   auto [it, fresh] = ops_.insert_or_assign(r, std::move(op));
@@ -31,6 +41,27 @@ void RequestTable::detach(MPI_Request r, PendingOp op) {
   std::lock_guard<std::mutex> lk(mu_);
   detached_.emplace_back(r, std::move(op));
   n_.fetch_add(1, std::memory_order_release);
+}
+
+void RequestTable::add_persistent(MPI_Request r, PendingOp op) {
+  std::lock_guard<std::mutex> lk(mu_);
+  persistent_.insert_or_assign(r, std::move(op));
+}
+
+void RequestTable::started(MPI_Request r) {
+  PendingOp op;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = persistent_.find(r);
+    if (it == persistent_.end()) return;
+    op = it->second;  // a copy: the template stays for the next start
+  }
+  add(r, std::move(op));
+}
+
+void RequestTable::forget_persistent(MPI_Request r) {
+  std::lock_guard<std::mutex> lk(mu_);
+  persistent_.erase(r);
 }
 
 void RequestTable::progress() {

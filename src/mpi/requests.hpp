@@ -36,6 +36,9 @@ struct PendingOp {
   MPI_Comm comm = MPI_COMM_NULL;
 };
 
+// The op that watches a receive into host memory (kHostRecv).
+PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
+
 class RequestTable {
  public:
   void add(MPI_Request r, PendingOp op);
@@ -46,6 +49,11 @@ class RequestTable {
   // MPI_Request_free on a device operation: it still completes, and its
   // staging must live until then; progress() tests such requests.
   void detach(MPI_Request r, PendingOp op);
+  // Persistent receives (MPI_Recv_init): the op each MPI_Start puts back in
+  // the table, until the request is freed.
+  void add_persistent(MPI_Request r, PendingOp op);
+  void started(MPI_Request r);  // after MPI_Start on r
+  void forget_persistent(MPI_Request r);
   void progress();
   void drain();  // at finalize: waits for every detached request
 
@@ -53,6 +61,7 @@ class RequestTable {
   std::mutex mu_;
   std::unordered_map<MPI_Request, PendingOp> ops_;
   std::vector<std::pair<MPI_Request, PendingOp>> detached_;
+  std::unordered_map<MPI_Request, PendingOp> persistent_;
   std::atomic<size_t> n_{0};
 };
 

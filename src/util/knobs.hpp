@@ -16,7 +16,7 @@ namespace loom {
   X(log_subsys, "LOOM_LOG_SUBSYS", "all",                                                   \
     "comma list of subsystems to log: type,pack,model,transport,mpi or all")                \
   X(method, "LOOM_METHOD", "auto",                                                          \
-    "how device messages move: oneshot|staged|auto (device: not yet)")                      \
+    "how device messages move: device|oneshot|staged|auto (all ranks alike)")               \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \

@@ -88,7 +88,10 @@ TEST_F(P2P, SixtyFourOutstandingAllCompletionCalls) {
   MPI_Type_vector(16, 3, 5, MPI_INT, &t);
   MPI_Type_commit(&t);
   const int n = 64;
-  for (int how = 0; how < 5; ++how) {
+  // Recv, Irecv, Sendrecv, Waitall, device Recv, Mprobe + Mrecv, Recv_init +
+  // Start (twice), Mprobe + Imrecv.
+  const int kinds = 8;
+  for (int how = 0; how < kinds; ++how) {
     SCOPED_TRACE("completion " + std::to_string(how));
     std::vector<Buffer> src, dst;
     for (int i = 0; i < n; ++i) {
@@ -258,16 +261,22 @@ TEST_F(P2P, DeviceMessageIntoAnyReceive) {
   MPI_Type_commit(&recv_t);
   const uint64_t lent0 = device_method_on() ? runtime()->rv->messages_lent() : 0;
   const uint64_t pulled0 = device_method_on() ? runtime()->rv->messages_pulled() : 0;
-  for (int how = 0; how < 5; ++how) {
+  // Recv, Irecv, Sendrecv, Waitall, device Recv, Mprobe + Mrecv, Recv_init +
+  // Start (twice), Mprobe + Imrecv.
+  const int kinds = 8;
+  for (int how = 0; how < kinds; ++how) {
     SCOPED_TRACE("receive kind " + std::to_string(how));
     Buffer src(send_t, 2, 11 + how), dst(recv_t, 1, 0), sink(recv_t, 1, 0);
     Buffer initial = dst;
-    const bool host = how < 4;
+    const bool host = how != 4;
     if (host) loom::transport::test_mark_host(dst.bytes.data(), dst.bytes.size());
     MPI_Status st;
     st.MPI_SOURCE = -7;
     if (me % 2 == 0) {
       ASSERT_EQ(MPI_Send(src.origin(), 2, send_t, peer, 40 + how, MPI_COMM_WORLD), MPI_SUCCESS);
+      if (how == 6) {
+        ASSERT_EQ(MPI_Send(src.origin(), 2, send_t, peer, 46, MPI_COMM_WORLD), MPI_SUCCESS);
+      }
       if (how == 2)  // the other side of its Sendrecv
         MPI_Recv(sink.origin(), 1, recv_t, peer, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else if (how == 0 || how == 4) {
@@ -282,6 +291,25 @@ TEST_F(P2P, DeviceMessageIntoAnyReceive) {
       ASSERT_EQ(MPI_Sendrecv(small.data(), 0, MPI_DOUBLE, peer, 99, dst.origin(), 1, recv_t, peer,
                              42, MPI_COMM_WORLD, &st),
                 MPI_SUCCESS);
+    } else if (how == 5 || how == 7) {
+      MPI_Message msg;
+      ASSERT_EQ(MPI_Mprobe(peer, 40 + how, MPI_COMM_WORLD, &msg, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      if (how == 5) {
+        ASSERT_EQ(MPI_Mrecv(dst.origin(), 1, recv_t, &msg, &st), MPI_SUCCESS);
+      } else {
+        MPI_Request r;
+        ASSERT_EQ(MPI_Imrecv(dst.origin(), 1, recv_t, &msg, &r), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+      }
+    } else if (how == 6) {
+      MPI_Request r;
+      ASSERT_EQ(MPI_Recv_init(dst.origin(), 1, recv_t, peer, 46, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+      for (int round = 0; round < 2; ++round) {  // the second start lands the same bytes again
+        if (round == 1) std::memcpy(dst.bytes.data(), initial.bytes.data(), dst.bytes.size());
+        ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+        ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+      }
+      MPI_Request_free(&r);
     } else {
       MPI_Request r[2];
       ASSERT_EQ(MPI_Irecv(dst.origin(), 1, recv_t, peer, 43, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
@@ -302,10 +330,10 @@ TEST_F(P2P, DeviceMessageIntoAnyReceive) {
   }
   if (device_method_on()) {
     MPI_Barrier(MPI_COMM_WORLD);
-    if (me % 2 == 0) {
-      EXPECT_EQ(runtime()->rv->messages_lent() - lent0, 5u);
+    if (me % 2 == 0) {  // Recv_init takes two messages
+      EXPECT_EQ(runtime()->rv->messages_lent() - lent0, static_cast<uint64_t>(kinds + 1));
     } else {
-      EXPECT_EQ(runtime()->rv->messages_pulled() - pulled0, 5u);
+      EXPECT_EQ(runtime()->rv->messages_pulled() - pulled0, static_cast<uint64_t>(kinds + 1));
     }
   }
   MPI_Type_free(&send_t);
