@@ -152,14 +152,13 @@ class GpuMover final : public Mover {
     return cuda_status(cudaStreamSynchronize(stream_), "unpack");
   }
 
-  Status unpack_from_peer(const Message& m, const void* src, size_t received,
-                          void* user) override {
+  Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
     auto l = scratch_lease(received);
     if (!l) return unpack_from(m, src, received, user);  // kernel loads over the link
-    LOOM_TRY(cuda_status(
-        cudaMemcpyAsync(l->get(), src, received, cudaMemcpyDeviceToDevice, stream_),
-        "copy from peer"));
+    LOOM_TRY(
+        cuda_status(cudaMemcpyAsync(l->get(), src, received, cudaMemcpyDeviceToDevice, stream_),
+                    "copy from peer"));
     return unpack_from(m, l->get(), received, user);
   }
 

@@ -57,8 +57,7 @@ class Mover {
   // The same from another process's segment: a GPU reads a peer GPU's memory
   // far faster with its copy engines than with loads, so the bytes are
   // copied into local scratch first.
-  virtual Status unpack_from_peer(const Message& m, const void* src, size_t received,
-                                  void* user) {
+  virtual Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) {
     return unpack_from(m, src, received, user);
   }
   // Plain copies between the user's memory and host memory, for types Loom
