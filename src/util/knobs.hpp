@@ -17,6 +17,9 @@ namespace loom {
     "comma list of subsystems to log: type,pack,model,transport,mpi or all")                \
   X(method, "LOOM_METHOD", "auto",                                                          \
     "how device messages move: device|oneshot|staged|auto (all ranks alike)")               \
+  X(cache_dir, "LOOM_CACHE_DIR", "",                                                        \
+    "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
+  X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")    \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \

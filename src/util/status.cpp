@@ -22,6 +22,8 @@ const char* err_name(Err e) {
       return "CUDA error";
     case Err::kMpi:
       return "MPI error";
+    case Err::kNotFound:
+      return "not found";
     case Err::kInternal:
       return "internal error";
   }

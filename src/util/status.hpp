@@ -17,7 +17,8 @@ enum class Err : int {
   kTruncate,     // destination smaller than the data
   kNoMemory,
   kCuda,
-  kMpi,  // the underlying MPI returned an error
+  kMpi,       // the underlying MPI returned an error
+  kNotFound,  // a file Loom looks for is not there (no profile yet)
   kInternal,
 };
 
