@@ -26,6 +26,8 @@ int error_class(Err e) {
       return MPI_ERR_OTHER;
     case Err::kInternal:
       return MPI_ERR_INTERN;
+    case Err::kNotFound:
+      return MPI_ERR_FILE;
   }
   return MPI_ERR_OTHER;
 }

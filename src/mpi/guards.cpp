@@ -4,9 +4,12 @@
 // With host buffers they go straight to the MPI. The list is in the README.
 #include <mpi.h>
 
+#include <vector>
+
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "mpi/probed.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
@@ -26,6 +29,24 @@ int refuse(MPI_Comm comm, const char* fn) {
 }
 
 }  // namespace
+
+// The receive is met by a kept message: the send goes from a packed copy,
+// since the buffer is overwritten first.
+int sendrecv_replace_probed(Probed& kept, void* buf, int count, MPI_Datatype t, int dest, int stag,
+                            MPI_Comm comm, MPI_Status* status) {
+  int bytes = 0, pos = 0;
+  int rc = PMPI_Pack_size(count, t, comm, &bytes);
+  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv_replace");
+  std::vector<char> out(static_cast<size_t>(bytes));
+  if ((rc = PMPI_Pack(buf, count, t, out.data(), bytes, &pos, comm)) != MPI_SUCCESS)
+    return raise(comm, rc, "MPI_Sendrecv_replace");
+  MPI_Status st;
+  rc = deliver(kept, buf, count, t, comm, st);
+  if (status != MPI_STATUS_IGNORE) *status = st;
+  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv_replace of a probed message");
+  return LOOM_NEXT(MPI_Send)(out.data(), pos, MPI_PACKED, dest, stag, comm);
+}
+
 }  // namespace loom::mpi
 
 using loom::mpi::is_device;
@@ -91,31 +112,18 @@ int MPI_Startall(int n, MPI_Request r[]) {
     for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
   return rc;
 }
-int MPI_Imrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Request* r) {
-  if (is_device(buf, count, t)) return refuse(MPI_COMM_WORLD, "MPI_Imrecv");
-  int rc = LOOM_NEXT(MPI_Imrecv)(buf, count, t, msg, r);
-  loom::Runtime* rt = loom::runtime();
-  if (rc == MPI_SUCCESS && r && rt && rt->rv)
-    rt->requests.add(*r, loom::mpi::host_recv_op(buf, count, t, MPI_COMM_WORLD));
-  return rc;
-}
 // Receives into host buffers that may match a device-method header while
 // the method is on: checked after the MPI's receive, like MPI_Recv.
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int src,
                          int rtag, MPI_Comm comm, MPI_Status* st) {
   if (is_device(buf, count, t)) return refuse(comm, "MPI_Sendrecv_replace");
+  loom::mpi::Probed kept;
+  if (loom::mpi::take_probed(comm, src, rtag, &kept))
+    return loom::mpi::sendrecv_replace_probed(kept, buf, count, t, dest, stag, comm, st);
   MPI_Status local;
   MPI_Status* s = st == MPI_STATUS_IGNORE ? &local : st;
   int rc = LOOM_NEXT(MPI_Sendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, s);
   if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, comm, *s);
-  return rc;
-}
-int MPI_Mrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Status* st) {
-  if (is_device(buf, count, t)) return refuse(MPI_COMM_WORLD, "MPI_Mrecv");
-  MPI_Status local;
-  MPI_Status* s = st == MPI_STATUS_IGNORE ? &local : st;
-  int rc = LOOM_NEXT(MPI_Mrecv)(buf, count, t, msg, s);
-  if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, MPI_COMM_WORLD, *s);
   return rc;
 }
 int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {

@@ -6,9 +6,14 @@
 // in their place (rendezvous.hpp); while it is on, every receive is checked.
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "mpi/p2p.hpp"
+#include "mpi/probed.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "util/log.hpp"
@@ -127,11 +132,12 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   return rc;
 }
 
-// Receives into staging: posts a non-blocking receive (req), or, with a
-// null req, receives at once into `st`, so errors such as truncation are
-// raised by the MPI's own blocking receive, on the communicator.
-int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-              PendingOp& op, MPI_Request* req, MPI_Status* st) {
+// Receives into staging with `post(where, count, type)`, the MPI's receive
+// call (blocking or not). A blocking receive's errors, such as truncation,
+// are the MPI's own, raised on the communicator by its receive.
+template <class Post>
+int post_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, PendingOp& op, bool blocking,
+              Post post) {
   DevicePlan p;
   int rc = stage_recv(buf, count, type, comm, p, op);
   if (rc != MPI_SUCCESS) return rc;
@@ -144,13 +150,20 @@ int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
   } else if ((rc = a.make(op.staged.bytes)) != MPI_SUCCESS) {
     return rc;
   }
-  rc = req ? LOOM_NEXT(MPI_Irecv)(where, a.count, a.type, source, tag, comm, req)
-           : LOOM_NEXT(MPI_Recv)(where, a.count, a.type, source, tag, comm, st);
+  rc = post(where, a.count, a.type);
   if (!p.span()) a.release();
   Runtime* rt = runtime();
-  if (!req && rc != MPI_SUCCESS && rt->rv && !p.span())  // a header the MPI cut short?
+  if (blocking && rc != MPI_SUCCESS && rt->rv && !p.span())  // a header the MPI cut short?
     rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
   return rc;
+}
+
+int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              PendingOp& op, MPI_Request* req, MPI_Status* st) {
+  return post_recv(buf, count, type, comm, op, !req, [&](void* where, int n, MPI_Datatype t) {
+    return req ? LOOM_NEXT(MPI_Irecv)(where, n, t, source, tag, comm, req)
+               : LOOM_NEXT(MPI_Recv)(where, n, t, source, tag, comm, st);
+  });
 }
 
 // Host receives need Loom only while the device method is on: they may
@@ -168,10 +181,80 @@ int after_host_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_
   return rc;
 }
 
+void put(MPI_Status* out, const MPI_Status& st) {
+  if (out != MPI_STATUS_IGNORE) *out = st;
+}
+
 }  // namespace
+
+int deliver(Probed& p, void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st) {
+  probed_status(p, st);
+  int size = 0;
+  if (count < 0) return st.MPI_ERROR = MPI_ERR_COUNT;
+  if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0) return st.MPI_ERROR = MPI_ERR_TYPE;
+  // The receive gets what the MPI delivered at the probe: p.bytes.
+  const size_t n = p.bytes.size();
+  const size_t capacity = static_cast<size_t>(count) * static_cast<size_t>(size);
+  MPI_Status_set_elements_x(&st, MPI_BYTE, static_cast<MPI_Count>(std::min(n, capacity)));
+  if (n > capacity) {
+    if (p.header) runtime()->rv->ack(p.h);  // its segment is free either way
+    return st.MPI_ERROR = MPI_ERR_TRUNCATE;
+  }
+  int rc = MPI_SUCCESS;
+  if (!on_device(buf, count, type)) {
+    if (p.header)
+      rc = pull_into_host(*runtime()->rv, p.h, buf, count, type, comm, st);
+    else
+      unpack_typed_host(p.bytes.data(), n, buf, count, type, comm);
+    return st.MPI_ERROR = rc;
+  }
+  // Into the staging a device receive would have had, then finished as one.
+  PendingOp op;
+  DevicePlan dp;
+  if ((rc = stage_recv(buf, count, type, comm, dp, op)) != MPI_SUCCESS) return st.MPI_ERROR = rc;
+  if (dp.span())
+    unpack_typed_host(p.bytes.data(), n, static_cast<char*>(op.staged.host) - dp.span_lo, count,
+                      type, comm);
+  else if (n > 0)
+    std::memcpy(op.staged.host, p.bytes.data(), n);
+  return st.MPI_ERROR = finish(op, st);
+}
+
+int mrecv_device(void* buf, int count, MPI_Datatype type, MPI_Message* msg, MPI_Status* status) {
+  PendingOp op;
+  MPI_Status st;
+  const MPI_Comm comm = MPI_COMM_WORLD;  // the message's is not known here
+  int rc = post_recv(buf, count, type, comm, op, true, [&](void* where, int n, MPI_Datatype t) {
+    return LOOM_NEXT(MPI_Mrecv)(where, n, t, msg, &st);
+  });
+  if (rc == MPI_SUCCESS) {
+    rc = finish(op, st);
+    if (rc != MPI_SUCCESS) raise(comm, rc, "MPI_Mrecv into device memory");
+  }
+  put(status, st);
+  return rc;
+}
+
+int imrecv_device(void* buf, int count, MPI_Datatype type, MPI_Message* msg, MPI_Request* req) {
+  if (!req) return raise(MPI_COMM_WORLD, MPI_ERR_REQUEST, "null request");
+  PendingOp op;
+  int rc = post_recv(buf, count, type, MPI_COMM_WORLD, op, false,
+                     [&](void* where, int n, MPI_Datatype t) {
+                       return LOOM_NEXT(MPI_Imrecv)(where, n, t, msg, req);
+                     });
+  if (rc == MPI_SUCCESS) runtime()->requests.add(*req, std::move(op));
+  return rc;
+}
 
 int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Request* req) {
+  Probed kept;
+  if (take_probed(comm, source, tag, &kept)) {  // errors show at completion, as the MPI's do
+    if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
+    MPI_Status st;
+    deliver(kept, buf, count, type, comm, st);
+    return completed_request(st, req);
+  }
   if (!on_device(buf, count, type)) {
     int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
     if (rc == MPI_SUCCESS && watching_host_recvs() && req)
@@ -206,6 +289,13 @@ int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
          MPI_Status* status) {
+  Probed kept;
+  if (take_probed(comm, source, tag, &kept)) {
+    MPI_Status st;
+    const int rc = deliver(kept, buf, count, type, comm, st);
+    put(status, st);
+    return rc == MPI_SUCCESS ? rc : raise(comm, rc, "receive of a probed message");
+  }
   if (!on_device(buf, count, type)) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
@@ -263,6 +353,14 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status) {
+  Probed kept;
+  if (take_probed(comm, source, recvtag, &kept)) {  // the receive is met already
+    MPI_Status st;
+    int rc = deliver(kept, recvbuf, recvcount, recvtype, comm, st);
+    put(status, st);
+    if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv of a probed message");
+    return send_any(LOOM_NEXT(MPI_Send), sendbuf, sendcount, sendtype, dest, sendtag, comm);
+  }
   if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype)) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,

@@ -279,30 +279,44 @@ int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI
       MPI_SUCCESS)
     return MPI_SUCCESS;
   Header h;
-  Rendezvous& rv = *rt->rv;
-  if (raw.size() < kHeaderBytes || !rv.is_header(raw.data(), kHeaderBytes, &h)) return MPI_SUCCESS;
+  if (raw.size() < kHeaderBytes || !rt->rv->is_header(raw.data(), kHeaderBytes, &h))
+    return MPI_SUCCESS;
+  return pull_into_host(*rt->rv, h, buf, count, type, comm, st);
+}
 
-  const uint64_t capacity = static_cast<uint64_t>(count) * static_cast<uint64_t>(size);
+void unpack_typed_host(const void* packed, size_t n, void* buf, int count, MPI_Datatype type,
+                       MPI_Comm comm) {
+  DevicePlan p;
+  if (plan_device(count, type, comm, p) == MPI_SUCCESS && !p.span()) {
+    Status s = transport::host_unpack_received(p.msg, packed, n, buf);
+    if (s.is_ok()) return;
+  }
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  if (size <= 0) return;
+  int pos = 0;  // whole elements only: the MPI cannot unpack part of one
+  PMPI_Unpack(packed, static_cast<int>(n), &pos, buf,
+              static_cast<int>(n / static_cast<size_t>(size)), type, comm);
+}
+
+int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Datatype type,
+                   MPI_Comm comm, MPI_Status& st) {
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  const uint64_t capacity = static_cast<uint64_t>(count) * static_cast<uint64_t>(std::max(size, 0));
   const uint64_t got = std::min<uint64_t>(h.bytes, capacity);
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   // Down to host memory, then unpacked by the host engine (or by the MPI for
   // types Loom cannot read).
-  transport::Mover* copier = rt->mover_for(static_cast<size_t>(got));
+  Runtime* rt = runtime();
+  transport::Mover* copier = rt ? rt->mover_for(static_cast<size_t>(got)) : nullptr;
   std::vector<char> packed(static_cast<size_t>(got));
   Status s = copier ? copier->copy_to_host(packed.data(), src.value(), packed.size())
                     : Status(Err::kUnsupported, "no mover");
   if (!s) return fail(rv, h, s, st);
   rv.ack(h);
-  DevicePlan p;
-  if (plan_device(count, type, comm, p) == MPI_SUCCESS && !p.span()) {
-    s = transport::host_unpack_received(p.msg, packed.data(), packed.size(), buf);
-    if (!s) return fail(rv, h, s, st);
-  } else {
-    pos = 0;  // whole elements only: the MPI cannot unpack part of one
-    PMPI_Unpack(packed.data(), static_cast<int>(packed.size()), &pos, buf,
-                static_cast<int>(got / static_cast<uint64_t>(size)), type, comm);
-  }
+  unpack_typed_host(packed.data(), packed.size(), buf, count, type, comm);
   return settle(h, capacity, st);
 }
 

@@ -111,5 +111,12 @@ int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
 // A typed host buffer (a receive into host memory, or the host copy of a
 // device span): the header bytes arrived typed, so they are read back first.
 int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st);
+// The message of header h into a typed host buffer: copied down, unpacked.
+int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Datatype type,
+                   MPI_Comm comm, MPI_Status& st);
+// Unpacks n packed bytes into a typed host buffer as a receive would: whole
+// elements, then the leading bytes of a partial one where Loom reads the type.
+void unpack_typed_host(const void* packed, size_t n, void* buf, int count, MPI_Datatype type,
+                       MPI_Comm comm);
 
 }  // namespace loom::mpi

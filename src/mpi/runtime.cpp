@@ -121,6 +121,7 @@ extern "C" int loom_init(void) {
   transport::memtype_init();
   auto* rt = new Runtime();
   if (up) rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->host_as_device());
+  if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt)) delete rt;
   LOOM_INFO(kMpi, "Loom %d.%d initialised", LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "mpi/probed.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/type_registry.hpp"
@@ -24,6 +25,8 @@ class Runtime {
   // The device method's handshake; null when the job does not use it (set
   // at loom_init, before the runtime is published, and never changed).
   std::unique_ptr<mpi::Rendezvous> rv;
+  // Messages probes took off the MPI's queue; exists exactly when rv does.
+  std::unique_ptr<mpi::ProbedMessages> probed;
 
   // The mover for a device message of `bytes` packed bytes, by LOOM_METHOD
   // (auto: one-shot up to kOneShotMax, staged above, until the measured model
