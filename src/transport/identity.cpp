@@ -1,0 +1,62 @@
+#include "transport/identity.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <climits>
+
+#ifdef LOOM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace loom::transport {
+namespace {
+
+constexpr const char* kHostTestGpu = "host-test";
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n\v\f";
+  size_t a = s.find_first_not_of(ws);
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(ws);
+  return s.substr(a, b - a + 1);
+}
+
+std::string gpu_name(bool host_mode) {
+  if (host_mode) return kHostTestGpu;
+#ifdef LOOM_HAVE_CUDA
+  int dev = 0, n = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0 && cudaGetDevice(&dev) == cudaSuccess &&
+      cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+    return trim(prop.name);
+  cudaGetLastError();  // clear a "no device" error for later callers
+#endif
+  return kHostTestGpu;
+}
+
+// Only the first line: Open MPI and MPICH add build details (dates, paths,
+// configure options) below it that would split profiles of one library.
+std::string mpi_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) return "unknown MPI";
+  std::string s(buf, static_cast<size_t>(len > 0 ? len : 0));
+  s = s.substr(0, s.find_first_of("\r\n"));
+  s = trim(s.c_str());  // the length may count a trailing NUL
+  return s.empty() ? "unknown MPI" : s;
+}
+
+}  // namespace
+
+model::Identity machine_identity(bool host_mode) {
+  return {gpu_name(host_mode), mpi_version()};
+}
+
+std::string host_name() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+}  // namespace loom::transport
