@@ -44,6 +44,21 @@ int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
  * an unavailable method. For benchmarks and experiments. */
 int loom_set_method(const char* name);
 
+/* Why a device message of `count` elements of `type` moves as it does: its
+ * canonical form and kernel layout, the model's predicted one-way time of
+ * each method (from loom-measure's profile; "no profile" without one) and
+ * the method `auto` picks, to a peer on this node (peer_on_node != 0) or off
+ * it. Text into buf, truncated to len bytes including the NUL. Returns
+ * MPI_SUCCESS or an MPI error code (MPI_ERR_TYPE for a type Loom does not
+ * know). LOOM_LOG=info logs the same line the first time each case is met. */
+int loom_explain(MPI_Datatype type, int count, int peer_on_node, char* buf, size_t len);
+
+/* The same as numbers: the predicted one-way time in microseconds of the
+ * device, one-shot and staged methods in usec[0], usec[1], usec[2] (-1 where
+ * a method cannot be used, or without a profile), and the method `auto`
+ * picks now in *method (0 device, 1 one-shot, 2 staged). */
+int loom_predict(MPI_Datatype type, int count, int peer_on_node, double usec[3], int* method);
+
 /* 1 while Loom is active: device buffers may be passed to the MPI calls Loom
  * intercepts (the name CUDA-aware MPIs use, so mpi4py and others find it). */
 int MPIX_Query_cuda_support(void);

@@ -35,7 +35,7 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   return transport::memkind(data) == transport::MemKind::kDevice;
 }
 
-int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p) {
+int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int peer) {
   Runtime* rt = runtime();
   if (comm == MPI_COMM_NULL) return raise(comm, MPI_ERR_COMM, "null communicator");
   if (count < 0) return raise(comm, MPI_ERR_COUNT, "negative count");
@@ -50,7 +50,11 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p) {
     p.msg.extent = info.extent;
     if (!type::checked_mul(count, info.size, &p.msg.bytes))
       return raise(comm, MPI_ERR_COUNT, "message size overflows");
-    p.mover = rt->mover_for(static_cast<size_t>(p.msg.bytes));
+    // Without the device method's node map every peer counts as on the node.
+    bool on_node = true;
+    if (rt->rv && peer >= 0) on_node = rt->rv->peer_on_node(comm, peer) >= 0;
+    p.method = rt->choose(p.msg, on_node, peer >= 0 && on_node);
+    p.mover = rt->mover(p.method);
   } else {
     // The MPI knows this type (or will raise its error): move the whole span
     // of the data, read from the MPI (valid for uncommitted types too).

@@ -31,13 +31,17 @@ struct DevicePlan {
   TypeRegistry::Entry type;
   transport::Message msg;
   transport::Mover* mover = nullptr;
+  transport::Method method = transport::Method::kStaged;  // for msg; spans go staged
   int64_t span_lo = 0;
   int64_t span_bytes = 0;
   bool span() const { return !type; }
 };
 
-// Checks count, type and comm (errors through comm's handler) and resolves.
-int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p);
+// Checks count, type and comm (errors through comm's handler) and resolves,
+// choosing the method: `peer` is the destination of a send (the device
+// method is possible to it), or MPI_PROC_NULL (receives, local packs).
+int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p,
+                int peer = MPI_PROC_NULL);
 
 // Packed bytes as the host MPI takes them: MPI_BYTE up to INT_MAX bytes,
 // beyond that a committed struct of 1 MiB chunks (free it with release()).

@@ -73,14 +73,12 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   return MPI_SUCCESS;
 }
 
-// The device method, when it applies: packs into a lent segment and fills
-// hdr, which is then sent in place of the packed bytes. False: use staging.
-bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
-                        Header* hdr) {
-  Runtime* rt = runtime();
-  if (p.span() || !p.mover || !rt->device_method(static_cast<size_t>(p.msg.bytes))) return false;
-  if (rt->rv->peer_on_node(comm, dest) < 0) return false;
-  Status s = rt->rv->lend(*p.mover, p.msg, buf, hdr);
+// The device method, when plan_device chose it: packs into a lent segment
+// and fills hdr, which is then sent in place of the packed bytes. False:
+// use staging.
+bool device_method_send(const DevicePlan& p, const void* buf, Header* hdr) {
+  if (p.span() || !p.mover || p.method != transport::Method::kDevice) return false;
+  Status s = runtime()->rv->lend(*p.mover, p.msg, buf, hdr);
   if (s.is_ok()) return true;
   LOOM_WARN(kTransport, "device method: %s; staging this message instead", s.message().c_str());
   return false;
@@ -89,11 +87,10 @@ bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int
 int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
   DevicePlan p;
-  int rc = plan_device(count, type, comm, p);
+  int rc = plan_device(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   Header hdr;
-  if (device_method_send(p, buf, comm, dest, &hdr))
-    return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+  if (device_method_send(p, buf, &hdr)) return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
   transport::Staged staged;
   if ((rc = stage_send(buf, comm, p, staged)) != MPI_SUCCESS) return rc;
   if (p.span())
@@ -109,12 +106,12 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
                  MPI_Comm comm, MPI_Request* req) {
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   DevicePlan p;
-  int rc = plan_device(count, type, comm, p);
+  int rc = plan_device(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
   auto hdr = std::make_shared<Header>();
-  if (device_method_send(p, buf, comm, dest, hdr.get())) {
+  if (device_method_send(p, buf, hdr.get())) {
     rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
   } else {

@@ -3,7 +3,9 @@
 #include <atomic>
 
 #include "loom/loom.h"
+#include "transport/identity.hpp"
 #include "transport/memtype.hpp"
+#include "type/ir.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
 
@@ -58,12 +60,112 @@ bool Runtime::wants_device_method() const {
   return c == Choice::kDevice || (c == Choice::kAuto && !host_as_device_);
 }
 
-bool Runtime::device_method(size_t bytes) const {
-  // Smaller messages than the header cannot take it: a receive sized for
-  // the message (all a correct program posts) would truncate the header.
-  if (!rv || bytes < static_cast<size_t>(mpi::kHeaderBytes)) return false;
-  const Choice c = choice_.load(std::memory_order_relaxed);
-  return c == Choice::kDevice || (c == Choice::kAuto && bytes >= kDeviceMin);
+namespace {
+
+transport::Method from_model(model::Method m) {
+  switch (m) {
+    case model::Method::kOneShot:
+      return transport::Method::kOneShot;
+    case model::Method::kDevice:
+      return transport::Method::kDevice;
+    case model::Method::kStaged:
+      break;
+  }
+  return transport::Method::kStaged;
+}
+
+// The model's view of a message: its size and typical block.
+model::Shape shape_of(const transport::Message& m, bool on_node, bool device_ok) {
+  model::Shape s;
+  s.bytes = static_cast<double>(m.bytes);
+  s.on_node = on_node;
+  s.device_allowed = device_ok;
+  const pack::Layout* one = m.one;
+  s.contiguous = !one || (one->kind == pack::LayoutKind::kContiguous &&
+                          (m.count <= 1 || m.extent == one->total));
+  if (s.contiguous) {
+    s.block_bytes = s.bytes;
+  } else if (one->kind == pack::LayoutKind::kStrided) {
+    s.block_bytes = static_cast<double>(one->block_len);
+  } else {
+    const int64_t blocks = one->nblocks_total();
+    s.block_bytes = static_cast<double>(blocks > 0 ? one->total / blocks : one->total);
+  }
+  return s;
+}
+
+}  // namespace
+
+bool Runtime::predict(const transport::Message& m, bool on_node, bool device_possible,
+                      model::Prediction* out) {
+  if (!model_ || !m.form) return false;
+  const bool device_ok = device_possible && rv && m.bytes >= mpi::kHeaderBytes;
+  // Equal forms with other extents pack other layouts: the extent is keyed too.
+  const uint64_t key = m.form->hash ^ (static_cast<uint64_t>(m.extent) * 0x9e3779b97f4a7c15ull);
+  const size_t misses = choices_.misses();
+  *out = choices_.get(*model_, key, m.count, shape_of(m, on_node, device_ok));
+  if (choices_.misses() != misses && log_enabled(LogLevel::kInfo, Subsys::kModel))
+    LOOM_INFO(kModel, "%s x %lld (%s, %s): %s -> %s", type::to_string(m.form).c_str(),
+              static_cast<long long>(m.count), m.one ? m.one->describe().c_str() : "?",
+              on_node ? "peer on node" : "peer off node", out->explain().c_str(),
+              model::method_name(out->best));
+  return true;
+}
+
+transport::Method Runtime::choose(const transport::Message& m, bool on_node, bool device_possible) {
+  const bool device_ok = device_possible && rv && m.bytes >= mpi::kHeaderBytes;
+  switch (choice_.load(std::memory_order_relaxed)) {
+    case Choice::kOneShot:
+      return transport::Method::kOneShot;
+    case Choice::kStaged:
+      return transport::Method::kStaged;
+    case Choice::kDevice:
+      return device_ok ? transport::Method::kDevice : transport::Method::kStaged;
+    case Choice::kAuto:
+      break;
+  }
+  model::Prediction pr;
+  if (predict(m, on_node, device_ok, &pr)) return from_model(pr.best);
+  const size_t bytes = static_cast<size_t>(m.bytes);
+  if (device_ok && bytes >= kDeviceMin) return transport::Method::kDevice;
+  return bytes <= kOneShotMax ? transport::Method::kOneShot : transport::Method::kStaged;
+}
+
+transport::Mover* Runtime::mover(transport::Method m) {
+  if (host_as_device_) return host_.get();
+  return gpu(m == transport::Method::kOneShot ? transport::Method::kOneShot
+                                              : transport::Method::kStaged);
+}
+
+void Runtime::load_model(bool announce) {
+  const model::Identity id = transport::machine_identity(host_as_device_);
+  const std::string path = model::profile_path(id);
+  const char* how = "run `mpirun -np 2 loom-measure` once on this machine to make one";
+  if (path.empty()) {
+    if (announce)
+      LOOM_INFO(kModel,
+                "no cache directory for profiles (set LOOM_CACHE_DIR); auto uses the "
+                "built-in rule");
+    return;
+  }
+  auto p = model::read_profile(path, &id);
+  if (!p) {
+    if (p.status().code() == Err::kNotFound) {
+      if (announce)
+        LOOM_INFO(kModel, "no profile for %s / %s (%s): auto uses the built-in rule; %s",
+                  id.gpu.c_str(), id.mpi.c_str(), path.c_str(), how);
+    } else if (announce) {
+      LOOM_WARN(kModel, "%s; auto uses the built-in rule", p.status().message().c_str());
+    }
+    return;
+  }
+  model_ = std::make_unique<model::Model>(std::move(p.value()));
+  if (!announce) return;
+  std::string lacks;
+  for (const std::string& t : model_->missing()) lacks += " " + t;
+  LOOM_INFO(kModel, "profile %s, measured %s on %s%s%s", path.c_str(),
+            model_->profile().date.c_str(), model_->profile().host.c_str(),
+            lacks.empty() ? "" : "; it lacks:", lacks.c_str());
 }
 
 transport::Mover* Runtime::gpu(transport::Method m) {
@@ -87,7 +189,7 @@ transport::Mover* Runtime::mover_for(size_t bytes) {
     case Choice::kOneShot:
       return gpu(transport::Method::kOneShot);
     case Choice::kStaged:
-    case Choice::kDevice:  // packs into lent segments; staged where the method cannot go
+    case Choice::kDevice:
       return gpu(transport::Method::kStaged);
     case Choice::kAuto:
       break;
@@ -122,6 +224,7 @@ extern "C" int loom_init(void) {
   auto* rt = new Runtime();
   if (up) rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->host_as_device());
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
+  rt->load_model(rank <= 0);
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt)) delete rt;
   LOOM_INFO(kMpi, "Loom %d.%d initialised", LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "model/cost.hpp"
 #include "mpi/probed.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
@@ -28,15 +29,26 @@ class Runtime {
   // Messages probes took off the MPI's queue; exists exactly when rv does.
   std::unique_ptr<mpi::ProbedMessages> probed;
 
-  // The mover for a device message of `bytes` packed bytes, by LOOM_METHOD
-  // (auto: one-shot up to kOneShotMax, staged above, until the measured model
-  // decides). Null when no GPU mover can be made. GPU movers are made on
+  // How a device message moves: LOOM_METHOD when forced; in auto, the
+  // measured model's fastest (loom-measure's profile), else the built-in
+  // rule (device method from kDeviceMin to peers of this node, one-shot up
+  // to kOneShotMax, staged above). kDevice only when `device_possible` (a
+  // send to a peer of this node) and the message is at least a header long.
+  transport::Method choose(const transport::Message& m, bool on_node, bool device_possible);
+  // The model's prediction for m (null model: none); for introspection.
+  bool predict(const transport::Message& m, bool on_node, bool device_possible,
+               model::Prediction* out);
+  // The mover of a method (kDevice: the staged mover, which packs into lent
+  // segments). Null when no GPU mover can be made. GPU movers are made on
   // first use, on the device current then (after the application chose it).
+  transport::Mover* mover(transport::Method m);
+  // The mover for plain copies and whole spans of `bytes`.
   transport::Mover* mover_for(size_t bytes);
-  // True when a device message of `bytes` should take the device method
-  // (to a peer of this node; the caller checks that): LOOM_METHOD=device,
-  // or auto from kDeviceMin up.
-  bool device_method(size_t bytes) const;
+  // Reads loom-measure's profile for this machine (at loom_init); `announce`:
+  // this rank says what it found.
+  void load_model(bool announce);
+  const model::Model* model() const { return model_.get(); }
+  const model::ChoiceCache& choices() const { return choices_; }
   // Staging, scratch and lent bytes not yet returned (zero when idle).
   size_t bytes_in_use() const;
 
@@ -60,9 +72,17 @@ class Runtime {
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;
   bool gpu_failed_ = false;
+  std::unique_ptr<model::Model> model_;  // set at loom_init, before publishing
+  model::ChoiceCache choices_;
 };
 
 // The runtime, or null when Loom is not initialised (or disabled).
 Runtime* runtime();
+
+namespace mpi {
+// The message of `count` elements of a type Loom reads (for introspection
+// and benchmarks); *keep holds the type's entry. An MPI error code.
+int message_of(MPI_Datatype type, int count, TypeRegistry::Entry* keep, transport::Message* m);
+}  // namespace mpi
 
 }  // namespace loom
