@@ -135,6 +135,38 @@ TEST_F(GpuP2P, MixedHostAndDeviceSides) {
   MPI_Type_free(&t);
 }
 
+// With loom-measure's profile (ctest gpu.p2p.profile names it in
+// LOOM_PROFILE): the model is loaded and auto picks the method it predicts
+// fastest, a valid one, for contiguous, strided and irregular messages of
+// every size; the rest of this suite then runs on those choices.
+TEST_F(GpuP2P, AutoPicksTheModelsFastestMethod) {
+  if (!std::getenv("LOOM_PROFILE")) GTEST_SKIP() << "no LOOM_PROFILE";
+  ASSERT_TRUE(runtime() && runtime()->model()) << "the profile did not load";
+  ASSERT_EQ(loom_set_method("auto"), MPI_SUCCESS);
+  MPI_Datatype vec, idx;
+  MPI_Type_vector(1024, 8, 16, MPI_BYTE, &vec);
+  const int lens[3] = {1, 7, 3}, disps[3] = {0, 5, 40};
+  MPI_Type_indexed(3, lens, disps, MPI_INT, &idx);
+  MPI_Type_commit(&vec);
+  MPI_Type_commit(&idx);
+  for (MPI_Datatype t : {MPI_BYTE, vec, idx}) {
+    for (int count : {1, 100, 10000, 1000000}) {
+      double usec[3];
+      int method = -1;
+      ASSERT_EQ(loom_predict(t, count, 1, usec, &method), MPI_SUCCESS);
+      ASSERT_GE(method, 0);
+      ASSERT_LE(method, 2);
+      EXPECT_GT(usec[method], 0) << "picked a method the model cannot use";
+      for (int m = 0; m < 3; ++m)
+        if (usec[m] > 0) {
+          EXPECT_LE(usec[method], usec[m]) << "count " << count;
+        }
+    }
+  }
+  MPI_Type_free(&vec);
+  MPI_Type_free(&idx);
+}
+
 // LOOM_METHOD=device: messages between the two ranks go GPU to GPU through
 // CUDA IPC (the header counts prove it), and come back correct.
 TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
