@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 
 namespace loom::model {
@@ -85,14 +86,23 @@ Prediction Model::predict(const Shape& s) const {
   const Curve& mpi = s.on_node || mpi_off_.empty() ? mpi_on_ : mpi_off_;
   double mpi_n = mpi.at(n);  // +inf when missing, like every term below
 
+  // The fixed overhead plus the terms, but never less than the slowest term.
+  auto total = [](double over, std::initializer_list<double> terms) {
+    double sum = over, slowest = 0;
+    for (double t : terms) {
+      sum += t;
+      slowest = std::max(slowest, t);
+    }
+    return std::max(sum, slowest);
+  };
   p.usec[static_cast<int>(Method::kOneShot)] =
-      over_oneshot_ + pack_host_.at(blk, n) + mpi_n + unpack_host_.at(blk, n);
+      total(over_oneshot_, {pack_host_.at(blk, n), mpi_n, unpack_host_.at(blk, n)});
   double pack = pack_dev_.at(blk, n), unpack = unpack_dev_.at(blk, n);
   p.usec[static_cast<int>(Method::kStaged)] =
-      over_staged_ + pack + d2h_.at(n) + mpi_n + h2d_.at(n) + unpack;
+      total(over_staged_, {pack, d2h_.at(n), mpi_n, h2d_.at(n), unpack});
   p.usec[static_cast<int>(Method::kDevice)] =
       s.on_node && s.device_allowed && n >= header_bytes_
-          ? over_device_ + pack + mpi_on_.at(header_bytes_) + ipc_.at(n) + unpack
+          ? total(over_device_, {pack, mpi_on_.at(header_bytes_), ipc_.at(n), unpack})
           : kInf;
 
   p.best = Method::kStaged;
@@ -132,7 +142,8 @@ ChoiceCache::ChoiceCache(size_t capacity)
     : capacity_(std::max<size_t>(capacity, 1)), shards_(new Shard[kShards]) {}
 
 Prediction ChoiceCache::get(const Model& model, uint64_t form_hash, int64_t count,
-                            const Shape& shape) {
+                            const Shape& shape, bool* missed) {
+  if (missed) *missed = false;
   Key key{form_hash, count, shape.on_node, shape.device_allowed};
   // High bits pick the shard; the map buckets by the low ones.
   Shard& sh = shards_[(KeyHash{}(key) >> 32) % kShards];
@@ -145,6 +156,7 @@ Prediction ChoiceCache::get(const Model& model, uint64_t form_hash, int64_t coun
     }
     ++sh.misses;
   }
+  if (missed) *missed = true;
   Prediction p = model.predict(shape);  // outside the lock: others keep hitting
   // Emptied without holding a shard lock, so two threads never wait on each other.
   if (entries_.load(std::memory_order_relaxed) >= capacity_) clear();

@@ -21,6 +21,9 @@
 //   oneshot = overhead_oneshot + pack_host + mpi + unpack_host
 //   staged  = overhead_staged + pack_dev + d2h + mpi + h2d + unpack_dev
 // A missing term makes the methods that need it unusable (+infinity).
+// The overheads may be negative: each term was timed alone, with its own
+// launch and synchronisation, which the real path partly overlaps. A method
+// never takes less than its slowest term.
 #pragma once
 
 #include <atomic>
@@ -106,7 +109,9 @@ class ChoiceCache {
  public:
   explicit ChoiceCache(size_t capacity = 4096);
   // The cached prediction, or model.predict(shape), stored.
-  Prediction get(const Model& model, uint64_t form_hash, int64_t count, const Shape& shape);
+  // *missed (if given) tells whether it was computed now.
+  Prediction get(const Model& model, uint64_t form_hash, int64_t count, const Shape& shape,
+                 bool* missed = nullptr);
   void clear();  // entries only; hits and misses keep counting
   size_t size() const;
   size_t hits() const;

@@ -102,9 +102,9 @@ bool Runtime::predict(const transport::Message& m, bool on_node, bool device_pos
   const bool device_ok = device_possible && rv && m.bytes >= mpi::kHeaderBytes;
   // Equal forms with other extents pack other layouts: the extent is keyed too.
   const uint64_t key = m.form->hash ^ (static_cast<uint64_t>(m.extent) * 0x9e3779b97f4a7c15ull);
-  const size_t misses = choices_.misses();
-  *out = choices_.get(*model_, key, m.count, shape_of(m, on_node, device_ok));
-  if (choices_.misses() != misses && log_enabled(LogLevel::kInfo, Subsys::kModel))
+  bool missed = false;
+  *out = choices_.get(*model_, key, m.count, shape_of(m, on_node, device_ok), &missed);
+  if (missed && log_enabled(LogLevel::kInfo, Subsys::kModel))
     LOOM_INFO(kModel, "%s x %lld (%s, %s): %s -> %s", type::to_string(m.form).c_str(),
               static_cast<long long>(m.count), m.one ? m.one->describe().c_str() : "?",
               on_node ? "peer on node" : "peer off node", out->explain().c_str(),

@@ -213,6 +213,19 @@ TEST(Model, FormulasByHand) {
   expect_rel(us(off, Method::kStaged), 2 + 2 * (1 + 1e-5 * n) + 2 * (5 + 5e-5 * n) + 6 + 2e-4 * n);
 }
 
+// A negative overhead (terms timed alone overlap on the real path) lowers
+// the sum, but a method never takes less than its slowest term.
+TEST(Model, NegativeOverheadStopsAtTheSlowestTerm) {
+  Profile p = synthetic();
+  p.scalars[term::kOverheadOneshot] = -4;
+  Model m(p);
+  const double n = 65536, mpi = 3 + 1e-4 * n, pack = 2 + 1e-3 * n;
+  expect_rel(us(m.predict(shape(n)), Method::kOneShot), -4 + 2 * pack + mpi);
+  p.scalars[term::kOverheadOneshot] = -1e6;
+  Model floor(p);
+  expect_rel(us(floor.predict(shape(n)), Method::kOneShot), std::max(pack, mpi));
+}
+
 // oneshot - staged = (5 + 2e-3 n) - (14 + 1.2e-4 n) = 0 at n = 9 / 1.88e-3 = 4787.2:
 // oneshot wins below, staged above (device not allowed).
 TEST(Model, OneshotStagedCrossover) {
