@@ -189,14 +189,14 @@ struct Summary {
 
   void print() const {
     std::printf("\n## Summary\n\n");
-    std::printf("- auto within 10%% of the fastest forced method: %d of %d rows (%.0f%%)\n",
+    std::printf("- auto within 10%% of the fastest forced method: %d of %d rows (%.1f%%)\n",
                 auto_within_10, rows, rows ? 100.0 * auto_within_10 / rows : 0.0);
     if (!pred_err.empty()) {
       int within = 0;
       for (double e : pred_err) within += e <= 0.2;
       std::printf(
           "- predicted vs measured, method auto chose: median error %.0f%%, p90 %.0f%%, max "
-          "%.0f%%; within 20%%: %d of %zu rows (%.0f%%)\n",
+          "%.0f%%; within 20%%: %d of %zu rows (%.1f%%)\n",
           100 * percentile(pred_err, 0.5), 100 * percentile(pred_err, 0.9),
           100 * percentile(pred_err, 1.0), within, pred_err.size(),
           100.0 * within / static_cast<double>(pred_err.size()));

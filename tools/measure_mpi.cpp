@@ -226,7 +226,7 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
     return;
   }
   const std::vector<double>& sizes = c.grid.loom_sizes;
-  const size_t most = static_cast<size_t>(sizes.back());
+  const size_t most = 2 * static_cast<size_t>(sizes.back());  // room for the packed case
   void* buf = nullptr;
   if (c.host_mode) {
     buf = std::calloc(most, 1);
@@ -247,12 +247,17 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
     const char* loom_name;
     model::Method method;
     const char* scalar;
-  } methods[] = {{"device", model::Method::kDevice, model::term::kOverheadDevice},
-                 {"oneshot", model::Method::kOneShot, model::term::kOverheadOneshot},
-                 {"staged", model::Method::kStaged, model::term::kOverheadStaged}};
+    const char* packed_scalar;
+  } methods[] = {{"device", model::Method::kDevice, model::term::kOverheadDevice,
+                  model::term::kOverheadDevicePacked},
+                 {"oneshot", model::Method::kOneShot, model::term::kOverheadOneshot,
+                  model::term::kOverheadOneshotPacked},
+                 {"staged", model::Method::kStaged, model::term::kOverheadStaged,
+                  model::term::kOverheadStagedPacked}};
+  // A contiguous buffer, and a 2D layout of 8-byte blocks (every other one):
+  // Loom's fixed cost differs between messages it copies and ones it packs.
   const int peer = c.peer;
   for (const auto& m : methods) {
-    const double t0 = now_us();
     // Both ranks must take the method; either may lack it.
     int ok = loom_set_method(m.loom_name) == MPI_SUCCESS ? 1 : 0, both = 0;
     PMPI_Allreduce(&ok, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -265,45 +270,58 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
                      c.host_mode ? "; in the host test mode LOOM_METHOD=device" : "");
       continue;
     }
-    std::vector<double> measured;
-    for (double bytes : sizes) {
-      const int n = static_cast<int>(bytes);
-      Stats st = sample_pair(c, [&] {
-        return round_trip(
-            c, [&] { MPI_Send(buf, n, MPI_BYTE, peer, kTagLoom, MPI_COMM_WORLD); },
-            [&] { MPI_Recv(buf, n, MPI_BYTE, peer, kTagLoom, MPI_COMM_WORLD, MPI_STATUS_IGNORE); });
-      });
-      measured.push_back(st.usec);
+    for (int packed = 0; packed < 2; ++packed) {
+      const double t0 = now_us();
+      const char* scalar = packed ? m.packed_scalar : m.scalar;
+      std::vector<double> measured;
+      for (double bytes : sizes) {
+        const int n = static_cast<int>(bytes);
+        MPI_Datatype t = MPI_BYTE;
+        int count = n;
+        if (packed) {
+          MPI_Type_vector(n / 8, 8, 16, MPI_BYTE, &t);
+          MPI_Type_commit(&t);
+          count = 1;
+        }
+        Stats st = sample_pair(c, [&] {
+          return round_trip(
+              c, [&] { MPI_Send(buf, count, t, peer, kTagLoom, MPI_COMM_WORLD); },
+              [&] { MPI_Recv(buf, count, t, peer, kTagLoom, MPI_COMM_WORLD, MPI_STATUS_IGNORE); });
+        });
+        if (packed) MPI_Type_free(&t);
+        measured.push_back(st.usec);
+      }
+      if (c.rank != 0) continue;
+      // What the model says without the method's fixed cost; the rest is it.
+      model::Profile zero = p;
+      zero.scalars[m.scalar] = 0;
+      zero.scalars[m.packed_scalar] = 0;
+      const model::Model model(zero);
+      std::vector<double> rest;
+      std::string shown;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const model::Shape shape{sizes[i], packed ? 8.0 : sizes[i], !packed, true, true};
+        const double terms = model.predict(shape).usec[static_cast<int>(m.method)];
+        rest.push_back(measured[i] - terms);
+        char b[96];
+        std::snprintf(b, sizeof b, "%s%s %.1f/%.1f", i ? ", " : "", size_str(sizes[i]).c_str(),
+                      measured[i], terms);
+        shown += b;
+      }
+      std::sort(rest.begin(), rest.end());
+      const double over = rest[rest.size() / 2];
+      if (!std::isfinite(over)) {
+        std::fprintf(stderr, "loom-measure: %-16s skipped: the model lacks terms for %s\n", scalar,
+                     m.loom_name);
+        continue;
+      }
+      // May be negative: each term was timed alone with its own launch and
+      // synchronisation, which the real path partly overlaps.
+      p.scalars[scalar] = over;
+      char b[64];
+      std::snprintf(b, sizeof b, " = %.2f us", over);
+      progress(c, scalar, "Loom ping-pong/model us: " + shown + b, t0);
     }
-    if (c.rank != 0) continue;
-    // What the model says without the method's fixed cost; the rest is it.
-    model::Profile zero = p;
-    zero.scalars[m.scalar] = 0;
-    const model::Model model(zero);
-    std::vector<double> rest;
-    std::string shown;
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      const model::Shape shape{sizes[i], sizes[i], true, true, true};
-      const double terms = model.predict(shape).usec[static_cast<int>(m.method)];
-      rest.push_back(measured[i] - terms);
-      char b[96];
-      std::snprintf(b, sizeof b, "%s%s %.1f/%.1f", i ? ", " : "", size_str(sizes[i]).c_str(),
-                    measured[i], terms);
-      shown += b;
-    }
-    std::sort(rest.begin(), rest.end());
-    const double over = rest[rest.size() / 2];
-    if (!std::isfinite(over)) {
-      std::fprintf(stderr, "loom-measure: %-16s skipped: the model lacks terms for %s\n", m.scalar,
-                   m.loom_name);
-      continue;
-    }
-    // May be negative: each term was timed alone with its own launch and
-    // synchronisation, which the real path partly overlaps.
-    p.scalars[m.scalar] = over;
-    char b[64];
-    std::snprintf(b, sizeof b, " = %.2f us", p.scalars[m.scalar]);
-    progress(c, m.scalar, "Loom ping-pong/model us: " + shown + b, t0);
   }
   loom_set_method("auto");
   if (c.host_mode) {

@@ -76,6 +76,9 @@ Model::Model(Profile p) : profile_(std::move(p)) {
   over_device_ = scalar_or(profile_, term::kOverheadDevice, kInf);
   over_oneshot_ = scalar_or(profile_, term::kOverheadOneshot, kInf);
   over_staged_ = scalar_or(profile_, term::kOverheadStaged, kInf);
+  over_device_packed_ = scalar_or(profile_, term::kOverheadDevicePacked, over_device_);
+  over_oneshot_packed_ = scalar_or(profile_, term::kOverheadOneshotPacked, over_oneshot_);
+  over_staged_packed_ = scalar_or(profile_, term::kOverheadStagedPacked, over_staged_);
   header_bytes_ = scalar_or(profile_, term::kHeaderBytes, kDefaultHeaderBytes);
 }
 
@@ -96,13 +99,16 @@ Prediction Model::predict(const Shape& s) const {
     return std::max(sum, slowest);
   };
   p.usec[static_cast<int>(Method::kOneShot)] =
-      total(over_oneshot_, {pack_host_.at(blk, n), mpi_n, unpack_host_.at(blk, n)});
+      total(s.contiguous ? over_oneshot_ : over_oneshot_packed_,
+            {pack_host_.at(blk, n), mpi_n, unpack_host_.at(blk, n)});
   double pack = pack_dev_.at(blk, n), unpack = unpack_dev_.at(blk, n);
   p.usec[static_cast<int>(Method::kStaged)] =
-      total(over_staged_, {pack, d2h_.at(n), mpi_n, h2d_.at(n), unpack});
+      total(s.contiguous ? over_staged_ : over_staged_packed_,
+            {pack, d2h_.at(n), mpi_n, h2d_.at(n), unpack});
   p.usec[static_cast<int>(Method::kDevice)] =
       s.on_node && s.device_allowed && n >= header_bytes_
-          ? total(over_device_, {pack, mpi_on_.at(header_bytes_), ipc_.at(n), unpack})
+          ? total(s.contiguous ? over_device_ : over_device_packed_,
+                  {pack, mpi_on_.at(header_bytes_), ipc_.at(n), unpack})
           : kInf;
 
   p.best = Method::kStaged;

@@ -14,6 +14,7 @@
 //   scalars:
 //     overhead_device, overhead_oneshot, overhead_staged
 //                             Loom's fixed cost per message of each method
+//     overhead_*_packed       the same for messages it packs (optional)
 //     header_bytes            size of the device method's header (default 128)
 // The model:
 //   device  = overhead_device + pack_dev + mpi_on_node(header_bytes) + ipc_copy + unpack_dev,
@@ -56,6 +57,11 @@ inline constexpr const char* kMpiGap = "mpi_gap";
 inline constexpr const char* kOverheadDevice = "overhead_device";
 inline constexpr const char* kOverheadOneshot = "overhead_oneshot";
 inline constexpr const char* kOverheadStaged = "overhead_staged";
+// The same for messages Loom packs (not contiguous); optional: without them
+// the contiguous ones apply.
+inline constexpr const char* kOverheadDevicePacked = "overhead_device_packed";
+inline constexpr const char* kOverheadOneshotPacked = "overhead_oneshot_packed";
+inline constexpr const char* kOverheadStagedPacked = "overhead_staged_packed";
 inline constexpr const char* kHeaderBytes = "header_bytes";
 }  // namespace term
 
@@ -97,7 +103,8 @@ class Model {
   // Copies of the terms, looked up once.
   Surface pack_dev_, unpack_dev_, pack_host_, unpack_host_;
   Curve d2h_, h2d_, mpi_on_, mpi_off_, ipc_;
-  double over_device_, over_oneshot_, over_staged_;  // +infinity when missing
+  double over_device_, over_oneshot_, over_staged_;                       // +infinity when missing
+  double over_device_packed_, over_oneshot_packed_, over_staged_packed_;  // else the above
   double header_bytes_ = kDefaultHeaderBytes;
 };
 

@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
   expect(p.loggop.count(model::term::kMpiOnNode) == 1, "no LogGOP fit of mpi_on_node");
   auto hb = p.scalars.find(model::term::kHeaderBytes);
   expect(hb != p.scalars.end() && hb->second == model::kDefaultHeaderBytes, "header_bytes 128");
-  for (const char* s : {model::term::kOverheadDevice, model::term::kOverheadOneshot,
-                        model::term::kOverheadStaged}) {
+  for (const char* s : {model::term::kOverheadDevicePacked, model::term::kOverheadOneshotPacked,
+                        model::term::kOverheadStagedPacked, model::term::kOverheadDevice,
+                        model::term::kOverheadOneshot, model::term::kOverheadStaged}) {
     auto it = p.scalars.find(s);
     expect(it != p.scalars.end() && std::isfinite(it->second),
            std::string(s) + " is a finite time (negative: overlap of the terms' fixed costs)");

@@ -226,6 +226,24 @@ TEST(Model, NegativeOverheadStopsAtTheSlowestTerm) {
   expect_rel(us(floor.predict(shape(n)), Method::kOneShot), std::max(pack, mpi));
 }
 
+// Messages Loom packs take the *_packed overheads where the profile has
+// them; contiguous ones (and profiles without them) the plain ones.
+TEST(Model, PackedMessagesTakeTheirOwnOverhead) {
+  Profile p = synthetic();
+  const double n = 65536;
+  Shape packed = shape(n);
+  packed.contiguous = false;
+  packed.block_bytes = 8;
+  const double before = us(Model(p).predict(packed), Method::kStaged);
+  p.scalars[term::kOverheadStagedPacked] = p.scalars[term::kOverheadStaged] + 5;
+  Model m(p);
+  expect_rel(us(m.predict(packed), Method::kStaged), before + 5);
+  Shape contiguous = shape(n);
+  contiguous.contiguous = true;
+  expect_rel(us(m.predict(contiguous), Method::kStaged),
+             us(Model(synthetic()).predict(contiguous), Method::kStaged));
+}
+
 // oneshot - staged = (5 + 2e-3 n) - (14 + 1.2e-4 n) = 0 at n = 9 / 1.88e-3 = 4787.2:
 // oneshot wins below, staged above (device not allowed).
 TEST(Model, OneshotStagedCrossover) {
