@@ -105,6 +105,13 @@ Prediction Model::predict(const Shape& s) const {
   p.usec[static_cast<int>(Method::kStaged)] =
       total(s.contiguous ? over_staged_ : over_staged_packed_,
             {pack, d2h_.at(n), mpi_n, h2d_.at(n), unpack});
+  if (s.chunk_bytes > 0 && n > s.chunk_bytes) {  // the copies and sends of chunks overlap
+    const double c = s.chunk_bytes, k = std::ceil(n / c);
+    const double d = d2h_.at(c), t = mpi.at(c), h = h2d_.at(c);
+    const double pipe = d + t + h + (k - 1) * std::max({d, t, h});
+    p.usec[static_cast<int>(Method::kStaged)] =
+        total(s.contiguous ? over_staged_ : over_staged_packed_, {pack, pipe, unpack});
+  }
   p.usec[static_cast<int>(Method::kDevice)] =
       s.on_node && s.device_allowed && n >= header_bytes_
           ? total(s.contiguous ? over_device_ : over_device_packed_,

@@ -21,6 +21,8 @@
 //             only on node, when allowed, and for messages of >= header_bytes
 //   oneshot = overhead_oneshot + pack_host + mpi + unpack_host
 //   staged  = overhead_staged + pack_dev + d2h + mpi + h2d + unpack_dev
+//             in k pipelined chunks of c bytes, the middle three become
+//             d2h(c) + mpi(c) + h2d(c) + (k-1) max(d2h(c), mpi(c), h2d(c))
 // A missing term makes the methods that need it unusable (+infinity).
 // The overheads may be negative: each term was timed alone, with its own
 // launch and synchronisation, which the real path partly overlaps. A method
@@ -79,6 +81,7 @@ struct Shape {
   bool contiguous = false;      // pack terms are then taken at block_bytes = bytes
   bool on_node = true;          // peer shares this node
   bool device_allowed = false;  // device method possible for this peer and message
+  double chunk_bytes = 0;       // staged goes in pipelined chunks of this size (0: whole)
 };
 
 struct Prediction {

@@ -84,13 +84,30 @@ bool device_method_send(const DevicePlan& p, const void* buf, Header* hdr) {
   return false;
 }
 
+// Pipelined staged transfer, when it applies (a large staged message and
+// the handshake on): chunks go on Loom's communicator and hdr in place of
+// the packed bytes. False: one staging buffer, one MPI message.
+bool chunked_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr) {
+  Runtime* rt = runtime();
+  if (p.span() || !p.mover || p.method != transport::Method::kStaged ||
+      !rt->pipelined(static_cast<size_t>(p.msg.bytes)))
+    return false;
+  const int to = rt->rv->world_rank(comm, dest);
+  if (to < 0) return false;
+  Status s = rt->rv->send_chunks(*p.mover, p.msg, buf, to, hdr);
+  if (s.is_ok()) return true;
+  LOOM_WARN(kTransport, "pipelined send: %s; one staging buffer instead", s.message().c_str());
+  return false;
+}
+
 int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
   DevicePlan p;
   int rc = plan_device(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   Header hdr;
-  if (device_method_send(p, buf, &hdr)) return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+  if (device_method_send(p, buf, &hdr) || chunked_send(p, buf, comm, dest, &hdr))
+    return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
   transport::Staged staged;
   if ((rc = stage_send(buf, comm, p, staged)) != MPI_SUCCESS) return rc;
   if (p.span())
@@ -111,7 +128,7 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
   auto hdr = std::make_shared<Header>();
-  if (device_method_send(p, buf, hdr.get())) {
+  if (device_method_send(p, buf, hdr.get()) || chunked_send(p, buf, comm, dest, hdr.get())) {
     rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
   } else {
@@ -194,7 +211,7 @@ int deliver(Probed& p, void* buf, int count, MPI_Datatype type, MPI_Comm comm, M
   const size_t capacity = static_cast<size_t>(count) * static_cast<size_t>(size);
   MPI_Status_set_elements_x(&st, MPI_BYTE, static_cast<MPI_Count>(std::min(n, capacity)));
   if (n > capacity) {
-    if (p.header) runtime()->rv->ack(p.h);  // its segment is free either way
+    if (p.header) runtime()->rv->discard(p.h);  // the sender's memory is free either way
     return st.MPI_ERROR = MPI_ERR_TRUNCATE;
   }
   int rc = MPI_SUCCESS;

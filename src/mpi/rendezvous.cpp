@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
@@ -15,6 +16,12 @@ namespace {
 
 constexpr uint64_t kMagic = 0x4c4f4f4d2d525a56ull;  // "LOOM-RZV"
 constexpr int kAckTag = 1;
+// Chunks of message `seq` go with their own tag, so a receiver may take the
+// sender's pipelined messages in any order; tags recur after kChunkTags.
+constexpr int kChunkTag0 = 2, kChunkTags = 30000;
+int chunk_tag(uint64_t seq) {
+  return kChunkTag0 + static_cast<int>(seq % kChunkTags);
+}
 
 uint64_t checksum(const Header& h) {
   const auto* p = reinterpret_cast<const unsigned char*>(&h);
@@ -30,33 +37,37 @@ int delete_ranks(MPI_Comm, int, void* attr, void*) {
 
 }  // namespace
 
-std::unique_ptr<Rendezvous> Rendezvous::create(bool want, bool host_mode) {
+std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, size_t chunk, bool host_mode) {
   int me = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &me);
   std::unique_ptr<transport::PeerMemory> mem;
-  if (want && !host_mode) {
+  if (want_device && !host_mode) {
     auto m = transport::make_ipc_peer_memory();
     if (m)
       mem = std::move(m.value());
     else
       LOOM_INFO(kTransport, "device method off here: %s", m.status().message().c_str());
   }
-  // Every rank takes part in the same collectives, whatever it can do.
-  int can = want && (host_mode || mem) ? 1 : 0, all = 0;
-  PMPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all) {
-    if (want) LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
-    return nullptr;
-  }
+  // Every rank takes part in the same collectives, whatever it can do. The
+  // chunk size must agree too: the smallest wins, 0 (off) included.
+  int can[2] = {want_device && (host_mode || mem) ? 1 : 0,
+                static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30))};
+  int all[2] = {0, 0};
+  PMPI_Allreduce(can, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (want_device && !all[0])
+    LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
+  if (!all[0] && !all[1]) return nullptr;
+  if (!all[0]) mem.reset();
   std::unique_ptr<Rendezvous> rv(new Rendezvous());
   rv->world_rank_ = me;
+  rv->chunk_ = static_cast<size_t>(all[1]);
   if (me == 0) {
     std::random_device rd;
     rv->nonce_ = (uint64_t{rd()} << 32) ^ rd() ^
                  static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   PMPI_Bcast(&rv->nonce_, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  if (host_mode) mem = transport::make_shm_peer_memory(rv->nonce_, me);
+  if (all[0] && host_mode) mem = transport::make_shm_peer_memory(rv->nonce_, me);
   rv->mem_ = std::move(mem);
 
   MPI_Comm node;
@@ -70,7 +81,10 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want, bool host_mode) {
 
   PMPI_Comm_dup(MPI_COMM_WORLD, &rv->ctrl_);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
-  LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
+  if (rv->mem_)
+    LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
+  if (rv->chunk_)
+    LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);
   return rv;
 }
 
@@ -103,7 +117,7 @@ const std::vector<int>* Rendezvous::world_ranks(MPI_Comm comm) {
   return out;
 }
 
-int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
+int Rendezvous::world_rank(MPI_Comm comm, int rank) {
   if (rank < 0) return -1;  // MPI_PROC_NULL and the like
   int w = rank;
   if (comm != MPI_COMM_WORLD) {
@@ -112,8 +126,73 @@ int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
     if (static_cast<size_t>(rank) >= ranks->size()) return -1;
     w = (*ranks)[static_cast<size_t>(rank)];
   }
-  if (w < 0 || static_cast<size_t>(w) >= node_of_.size() || w == world_rank_) return -1;
+  if (w < 0 || static_cast<size_t>(w) >= node_of_.size()) return -1;
+  return w;
+}
+
+int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
+  const int w = world_rank(comm, rank);
+  if (w < 0 || w == world_rank_) return -1;
   return node_of_[static_cast<size_t>(w)] == node_of_[static_cast<size_t>(world_rank_)] ? w : -1;
+}
+
+Status Rendezvous::send_chunks(transport::Mover& mover, const transport::Message& m,
+                               const void* user, int to, Header* hdr) {
+  progress();
+  const uint64_t seq = next_seq_.fetch_add(1);
+  Sending out;
+  const size_t chunk = chunk_;
+  auto staged = mover.pack_chunked(m, user, chunk, [&](size_t off, size_t len, const void* host) {
+    MPI_Request r;
+    const int rc = PMPI_Isend(static_cast<const char*>(host) + off, static_cast<int>(len), MPI_BYTE,
+                              to, chunk_tag(seq), ctrl_, &r);
+    if (rc != MPI_SUCCESS) return Status(Err::kMpi, "sending a chunk");
+    out.reqs.push_back(r);
+    return Status::ok();
+  });
+  if (!staged) {  // chunks already out must still finish before their staging goes
+    if (!out.reqs.empty())
+      PMPI_Waitall(static_cast<int>(out.reqs.size()), out.reqs.data(), MPI_STATUSES_IGNORE);
+    return staged.status();
+  }
+  out.hold = std::move(staged.value());
+  *hdr = Header{};
+  hdr->magic = kMagic;
+  hdr->nonce = nonce_;
+  hdr->seq = seq;
+  hdr->sender = world_rank_;
+  hdr->kind = kChunks;
+  hdr->bytes = static_cast<uint64_t>(m.bytes);
+  hdr->offset = chunk;
+  hdr->check = checksum(*hdr);
+  chunked_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lk(mu_);
+  sending_.push_back(std::move(out));
+  n_sending_.fetch_add(1, std::memory_order_release);
+  return Status::ok();
+}
+
+void Rendezvous::discard(const Header& h) {
+  if (h.kind == kSegment) {
+    ack(h);
+    return;
+  }
+  std::vector<char> sink(static_cast<size_t>(h.bytes));
+  std::vector<MPI_Request> reqs = post_chunk_recvs(h, sink.data());
+  PMPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+}
+
+std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* host) {
+  std::vector<MPI_Request> reqs;
+  for (uint64_t off = 0; off < h.bytes; off += h.offset) {
+    const int len = static_cast<int>(std::min<uint64_t>(h.offset, h.bytes - off));
+    MPI_Request r;
+    PMPI_Irecv(static_cast<char*>(host) + off, len, MPI_BYTE, h.sender, chunk_tag(h.seq), ctrl_,
+               &r);
+    reqs.push_back(r);
+  }
+  pulled_.fetch_add(1, std::memory_order_relaxed);
+  return reqs;
 }
 
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
@@ -147,8 +226,9 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
 bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
   if (n != kHeaderBytes || !p) return false;
   std::memcpy(out, p, sizeof(Header));
-  return out->magic == kMagic && out->nonce == nonce_ && out->check == checksum(*out) &&
-         out->offset + out->bytes <= out->handle.size;
+  if (out->magic != kMagic || out->nonce != nonce_ || out->check != checksum(*out)) return false;
+  if (out->kind == kChunks) return out->offset > 0 && out->offset <= (uint64_t{1} << 30);
+  return out->kind == kSegment && mem_ && out->offset + out->bytes <= out->handle.size;
 }
 
 Result<const void*> Rendezvous::open(const Header& h) {
@@ -166,12 +246,34 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   Header h;
   if (!p || n < offsetof(Header, bytes)) return;
   std::memcpy(static_cast<void*>(&h), p, offsetof(Header, bytes));
-  if (h.magic == kMagic && h.nonce == nonce_ && h.sender >= 0 &&
-      static_cast<size_t>(h.sender) < node_of_.size() && h.sender != world_rank_)
+  if (h.magic != kMagic || h.nonce != nonce_ || h.sender < 0 ||
+      static_cast<size_t>(h.sender) >= node_of_.size() || h.sender == world_rank_)
+    return;
+  if (h.kind == kSegment) {
     ack(h);
+  } else {  // its chunks are never received: the sender gives up on them at finalize
+    LOOM_WARN(kTransport,
+              "a pipelined message's header was truncated by the MPI; its chunks "
+              "stay unreceived");
+  }
 }
 
 void Rendezvous::progress() {
+  if (n_sending_.load(std::memory_order_acquire) != 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (size_t i = 0; i < sending_.size();) {
+      int done = 0;
+      PMPI_Testall(static_cast<int>(sending_[i].reqs.size()), sending_[i].reqs.data(), &done,
+                   MPI_STATUSES_IGNORE);
+      if (!done) {
+        ++i;
+        continue;
+      }
+      sending_[i] = std::move(sending_.back());
+      sending_.pop_back();
+      n_sending_.fetch_sub(1, std::memory_order_release);
+    }
+  }
   if (n_lent_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lk(mu_);
   for (;;) {
@@ -200,17 +302,32 @@ void Rendezvous::shutdown() {
   // Every receive has completed before MPI_Finalize, so past this barrier
   // no peer reads our segments, whether or not its ack has arrived yet.
   PMPI_Barrier(ctrl_);
+  // Every chunk was received by now in a correct program; a header the MPI
+  // truncated leaves its chunks unreceived, so this does not wait forever.
+  for (int i = 0; i < 20000 && n_sending_.load() != 0; ++i) {
+    progress();
+    if (n_sending_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
+    if (!sending_.empty())
+      LOOM_WARN(kTransport, "finalize: %zu pipelined messages were never received",
+                sending_.size());
+    for (auto& s : sending_)
+      for (auto& r : s.reqs)
+        if (r != MPI_REQUEST_NULL) PMPI_Request_free(&r);
+    sending_.clear();
+    n_sending_.store(0);
     if (!lent_.empty())
       LOOM_DEBUG(kTransport, "finalize: %zu segments lent without an ack yet", lent_.size());
-    for (auto& [seq, seg] : lent_) mem_->release(seg);
+    for (auto& [seq, seg] : lent_)
+      if (mem_) mem_->release(seg);
     lent_.clear();
     n_lent_.store(0);
   }
-  mem_->unmap_all();
+  if (mem_) mem_->unmap_all();
   PMPI_Barrier(ctrl_);  // nobody maps our segments any more
-  mem_->free_all();
+  if (mem_) mem_->free_all();
   for (;;) {  // acks still in flight
     int flag = 0;
     MPI_Status st;
@@ -246,8 +363,44 @@ int fail(Rendezvous& rv, const Header& h, const Status& s, MPI_Status& st) {
 
 }  // namespace
 
+// A pipelined message: every chunk is received (the sender waits for them
+// all, even past a truncation); each is copied up as it lands.
+int pull_chunks(Rendezvous& rv, const Header& h, transport::Mover& mover,
+                const transport::Message& m, void* user, MPI_Status& st) {
+  const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
+  auto staged = mover.stage(static_cast<size_t>(h.bytes));
+  std::vector<char> spare;
+  void* host = nullptr;
+  if (staged) {
+    host = staged->host;
+  } else {
+    spare.resize(static_cast<size_t>(h.bytes));
+    host = spare.data();
+  }
+  std::vector<MPI_Request> reqs = rv.post_chunk_recvs(h, host);
+  Status s = staged ? Status::ok() : staged.status();
+  if (s.is_ok())
+    s = mover.unpack_chunked(
+        m, staged.value(), static_cast<size_t>(got), static_cast<size_t>(h.offset),
+        [&](size_t off, size_t) {
+          MPI_Request& r = reqs[off / h.offset];
+          return PMPI_Wait(&r, MPI_STATUS_IGNORE) == MPI_SUCCESS
+                     ? Status::ok()
+                     : Status(Err::kMpi, "receiving a chunk");
+        },
+        user);
+  PMPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  if (!s) {
+    LOOM_LOG(kError, kTransport, "pipelined receive failed: %s", s.message().c_str());
+    st.MPI_ERROR = MPI_ERR_OTHER;
+    return MPI_ERR_OTHER;
+  }
+  return settle(h, static_cast<uint64_t>(m.bytes), st);
+}
+
 int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
                      const transport::Message& m, void* user, MPI_Status& st) {
+  if (h.kind == kChunks) return pull_chunks(rv, h, mover, m, user, st);
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
@@ -305,6 +458,13 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
   PMPI_Type_size(type, &size);
   const uint64_t capacity = static_cast<uint64_t>(count) * static_cast<uint64_t>(std::max(size, 0));
   const uint64_t got = std::min<uint64_t>(h.bytes, capacity);
+  if (h.kind == kChunks) {  // every chunk lands, then the part that fits is unpacked
+    std::vector<char> packed(static_cast<size_t>(h.bytes));
+    std::vector<MPI_Request> reqs = rv.post_chunk_recvs(h, packed.data());
+    PMPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+    unpack_typed_host(packed.data(), static_cast<size_t>(got), buf, count, type, comm);
+    return settle(h, capacity, st);
+  }
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   // Down to host memory, then unpacked by the host engine (or by the MPI for

@@ -38,30 +38,54 @@ struct Header {
   uint64_t nonce = 0;  // the job's, from rank 0 at MPI_Init
   uint64_t seq = 0;    // the sender's, echoed in the ack
   int32_t sender = 0;  // world rank, where the ack goes
-  int32_t reserved = 0;
+  int32_t kind = 0;    // kSegment or kChunks
   // The 32 bytes above are enough to ack a header the MPI truncated.
-  uint64_t bytes = 0;   // packed bytes in the segment
-  uint64_t offset = 0;  // where they start
+  uint64_t bytes = 0;   // packed bytes in the segment, or in all chunks
+  uint64_t offset = 0;  // kSegment: where they start; kChunks: the chunk size
   transport::PeerHandle handle;
   uint64_t check = 0;  // hash of the fields above
 };
 constexpr int kHeaderBytes = 128;
+// kSegment: the bytes wait in a segment the sender lends (the device
+// method). kChunks: they follow on Loom's communicator in chunks, each sent
+// as soon as it reaches host memory (pipelined staged transfers).
+enum HeaderKind : int32_t { kSegment = 0, kChunks = 1 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
 class Rendezvous {
  public:
-  // Collective over MPI_COMM_WORLD. `want`: this rank would use the method
-  // (LOOM_METHOD); `host_mode`: the host test mode (shared memory instead of
-  // CUDA IPC). Null unless every rank wants it and can lend memory.
-  static std::unique_ptr<Rendezvous> create(bool want, bool host_mode);
+  // Collective over MPI_COMM_WORLD. `want_device`: this rank would use the
+  // device method (LOOM_METHOD); `chunk`: pipelined staged transfers in
+  // chunks of this size (LOOM_PIPELINE_CHUNK; 0: none); `host_mode`: the host test mode (shared
+  // memory instead of CUDA IPC). Each is on only when every rank wants it (and, for the device
+  // method, can lend memory); null when neither is.
+  static std::unique_ptr<Rendezvous> create(bool want_device, size_t chunk, bool host_mode);
   ~Rendezvous();
 
   // World rank of `rank` of comm when it is another process of this node
   // (the method needs shared memory between them); -1 otherwise.
   int peer_on_node(MPI_Comm comm, int rank);
 
+  // The device method is on (memory is lent); pipelined chunks are on.
+  bool lends() const { return mem_ != nullptr; }
+  size_t chunk_bytes() const { return chunk_; }
+
+  // World rank of `rank` of comm, or -1.
+  int world_rank(MPI_Comm comm, int rank);
+
   // Sender: packs m from `user` into a lent segment and fills hdr.
   Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr);
+  // Sender, pipelined: packs m and sends its chunks to world rank `to` on
+  // Loom's communicator as each reaches host memory; fills hdr (kChunks),
+  // which the caller sends on the user's envelope. The chunk sends finish in
+  // the background (progress(), shutdown()); the user's buffer is free now.
+  Status send_chunks(transport::Mover& mover, const transport::Message& m, const void* user, int to,
+                     Header* hdr);
+  // Receiver: a message it will not read (its receive was too small): the
+  // segment is acked, or the chunks received and dropped.
+  void discard(const Header& h);
+  // Receiver: posts the receives of h's chunks into `host` (h.bytes long).
+  std::vector<MPI_Request> post_chunk_recvs(const Header& h, void* host);
   // Receiver: true when the n bytes at p are a header of this job.
   bool is_header(const void* p, size_t n, Header* out) const;
   // Receiver: the packed bytes of h as this process addresses them.
@@ -80,6 +104,7 @@ class Rendezvous {
   // Messages this rank sent and received by the method (for tests and logs).
   uint64_t messages_lent() const { return next_seq_.load() - 1; }
   uint64_t messages_pulled() const { return pulled_.load(); }
+  uint64_t messages_chunked() const { return chunked_.load(); }
 
  private:
   Rendezvous() = default;
@@ -96,6 +121,14 @@ class Rendezvous {
   std::atomic<size_t> n_lent_{0};
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<uint64_t> pulled_{0};
+  std::atomic<uint64_t> chunked_{0};
+  size_t chunk_ = 0;  // 0: no pipelined chunks
+  struct Sending {
+    std::vector<MPI_Request> reqs;
+    transport::Staged hold;
+  };
+  std::vector<Sending> sending_;  // chunk sends not yet complete (under mu_)
+  std::atomic<size_t> n_sending_{0};
   bool down_ = false;
 };
 

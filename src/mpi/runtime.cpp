@@ -1,8 +1,12 @@
 #include "mpi/runtime.hpp"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "loom/loom.h"
+#if LOOM_HAVE_CUDA
+#include "pack/gpu_engine.hpp"
+#endif
 #include "transport/identity.hpp"
 #include "transport/memtype.hpp"
 #include "type/ir.hpp"
@@ -39,11 +43,13 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
               m.c_str());
   choice_ = c;
   host_as_device_ = knob_true(knobs().test_host_as_device);
+  const long long min = std::atoll(knobs().pipeline_min.c_str());
+  pipeline_min_ = min > 0 ? static_cast<size_t>(min) : 0;
 }
 
 bool Runtime::set_method(const std::string& name) {
   Choice c;
-  if (!parse(name, &c) || (c == Choice::kDevice && !rv)) return false;
+  if (!parse(name, &c) || (c == Choice::kDevice && !(rv && rv->lends()))) return false;
   choice_ = c;
   return true;
 }
@@ -75,8 +81,9 @@ transport::Method from_model(model::Method m) {
 }
 
 // The model's view of a message: its size and typical block.
-model::Shape shape_of(const transport::Message& m, bool on_node, bool device_ok) {
+model::Shape shape_of(const transport::Message& m, bool on_node, bool device_ok, size_t chunk) {
   model::Shape s;
+  s.chunk_bytes = static_cast<double>(chunk);
   s.bytes = static_cast<double>(m.bytes);
   s.on_node = on_node;
   s.device_allowed = device_ok;
@@ -99,11 +106,14 @@ model::Shape shape_of(const transport::Message& m, bool on_node, bool device_ok)
 bool Runtime::predict(const transport::Message& m, bool on_node, bool device_possible,
                       model::Prediction* out) {
   if (!model_ || !m.form) return false;
-  const bool device_ok = device_possible && rv && m.bytes >= mpi::kHeaderBytes;
+  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= mpi::kHeaderBytes;
   // Equal forms with other extents pack other layouts: the extent is keyed too.
   const uint64_t key = m.form->hash ^ (static_cast<uint64_t>(m.extent) * 0x9e3779b97f4a7c15ull);
   bool missed = false;
-  *out = choices_.get(*model_, key, m.count, shape_of(m, on_node, device_ok), &missed);
+  *out = choices_.get(*model_, key, m.count,
+                      shape_of(m, on_node, device_ok,
+                               pipelined(static_cast<size_t>(m.bytes)) ? rv->chunk_bytes() : 0),
+                      &missed);
   if (missed && log_enabled(LogLevel::kInfo, Subsys::kModel))
     LOOM_INFO(kModel, "%s x %lld (%s, %s): %s -> %s", type::to_string(m.form).c_str(),
               static_cast<long long>(m.count), m.one ? m.one->describe().c_str() : "?",
@@ -113,7 +123,7 @@ bool Runtime::predict(const transport::Message& m, bool on_node, bool device_pos
 }
 
 transport::Method Runtime::choose(const transport::Message& m, bool on_node, bool device_possible) {
-  const bool device_ok = device_possible && rv && m.bytes >= mpi::kHeaderBytes;
+  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= mpi::kHeaderBytes;
   switch (choice_.load(std::memory_order_relaxed)) {
     case Choice::kOneShot:
       return transport::Method::kOneShot;
@@ -129,6 +139,22 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
   const size_t bytes = static_cast<size_t>(m.bytes);
   if (device_ok && bytes >= kDeviceMin) return transport::Method::kDevice;
   return bytes <= kOneShotMax ? transport::Method::kOneShot : transport::Method::kStaged;
+}
+
+size_t Runtime::wanted_chunk() const {
+  const std::string& v = knobs().pipeline_chunk;
+  if (v.empty()) {  // on where a GPU is; in the host test mode only when asked
+#if LOOM_HAVE_CUDA
+    if (!host_as_device_ && pack::gpu_available()) return size_t{1} << 20;
+#endif
+    return 0;
+  }
+  const long long n = std::atoll(v.c_str());
+  return n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+bool Runtime::pipelined(size_t bytes) const {
+  return rv && rv->chunk_bytes() != 0 && bytes >= pipeline_min_ && bytes > rv->chunk_bytes();
 }
 
 transport::Mover* Runtime::mover(transport::Method m) {
@@ -198,11 +224,9 @@ transport::Mover* Runtime::mover_for(size_t bytes) {
 }
 
 size_t Runtime::bytes_in_use() const {
+  if (rv) rv->progress();  // first: finished chunk sends return their staging
   size_t n = host_->bytes_in_use();
-  if (rv) {
-    rv->progress();
-    n += rv->bytes_lent();
-  }
+  if (rv) n += rv->bytes_lent();
   if (oneshot_) n += oneshot_->bytes_in_use();
   if (staged_) n += staged_->bytes_in_use();
   return n;
@@ -222,7 +246,9 @@ extern "C" int loom_init(void) {
   log_set_rank(rank);
   transport::memtype_init();
   auto* rt = new Runtime();
-  if (up) rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->host_as_device());
+  if (up)
+    rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->wanted_chunk(),
+                                     rt->host_as_device());
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
   rt->load_model(rank <= 0);
   Runtime* expected = nullptr;

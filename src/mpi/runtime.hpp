@@ -55,6 +55,10 @@ class Runtime {
   // Whether this rank wants the device method (LOOM_METHOD): all ranks must.
   bool wants_device_method() const;
   bool host_as_device() const { return host_as_device_; }
+  // A staged message of `bytes` goes in pipelined chunks (rv->chunk_bytes()).
+  bool pipelined(size_t bytes) const;
+  // LOOM_PIPELINE_CHUNK as this rank wants it (0: off), for Rendezvous::create.
+  size_t wanted_chunk() const;
   // loom_set_method: false for an unknown name or the device method off.
   bool set_method(const std::string& name);
 
@@ -68,6 +72,7 @@ class Runtime {
   static bool parse(const std::string& name, Choice* out);
   std::atomic<Choice> choice_{Choice::kAuto};
   bool host_as_device_ = false;
+  size_t pipeline_min_ = 0;
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;

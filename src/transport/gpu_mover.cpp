@@ -116,6 +116,61 @@ class GpuMover final : public Mover {
     return unpack_from(m, src, received, user);
   }
 
+  // Staged, pipelined: one pack into scratch, then a copy and an event per
+  // chunk; each chunk goes out as soon as its event fires.
+  Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
+                              const ChunkReady& ready) override {
+    if (method_ != Method::kStaged || m.bytes == 0 || chunk == 0)
+      return Mover::pack_chunked(m, user, chunk, ready);
+    auto s = stage(static_cast<size_t>(m.bytes));
+    if (!s) return s;
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    auto scratch = scratch_lease(static_cast<size_t>(m.bytes));
+    if (!scratch) return Mover::pack_chunked(m, user, chunk, ready);
+    LOOM_TRY(pack::gpu_pack(*gl.value(), user, scratch->get(), stream_));
+    const size_t n = s->bytes, k = (n + chunk - 1) / chunk;
+    std::vector<cudaEvent_t> done(k, nullptr);
+    Status st;
+    for (size_t i = 0; i < k && st.is_ok(); ++i) {
+      const size_t off = i * chunk, len = std::min(chunk, n - off);
+      st = cuda_status(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming), "event");
+      if (st.is_ok())
+        st = cuda_status(cudaMemcpyAsync(static_cast<char*>(s->host) + off,
+                                         static_cast<const char*>(scratch->get()) + off, len,
+                                         cudaMemcpyDeviceToHost, stream_),
+                         "copy to host");
+      if (st.is_ok()) st = cuda_status(cudaEventRecord(done[i], stream_), "event");
+    }
+    for (size_t i = 0; i < k && st.is_ok(); ++i) {
+      st = cuda_status(cudaEventSynchronize(done[i]), "chunk copy");
+      if (st.is_ok()) st = ready(i * chunk, std::min(chunk, n - i * chunk), s->host);
+    }
+    cudaStreamSynchronize(stream_);  // the scratch goes back to its pool next
+    for (cudaEvent_t e : done)
+      if (e) cudaEventDestroy(e);
+    if (!st.is_ok()) return st;
+    return s;
+  }
+
+  // Staged, pipelined: each chunk is copied up as it arrives; one unpack.
+  Status unpack_chunked(const Message& m, const Staged& s, size_t received, size_t chunk,
+                        const ChunkArrived& arrived, void* user) override {
+    if (method_ != Method::kStaged || received == 0 || m.bytes == 0 || chunk == 0)
+      return Mover::unpack_chunked(m, s, received, chunk, arrived, user);
+    auto scratch = scratch_lease(received);
+    if (!scratch) return Mover::unpack_chunked(m, s, received, chunk, arrived, user);
+    for (size_t off = 0; off < received; off += chunk) {
+      const size_t len = std::min(chunk, received - off);
+      LOOM_TRY(arrived(off, len));
+      LOOM_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(scratch->get()) + off,
+                                           static_cast<const char*>(s.host) + off, len,
+                                           cudaMemcpyHostToDevice, stream_),
+                           "copy to device"));
+    }
+    return unpack_from(m, scratch->get(), received, user);
+  }
+
   Status pack_to(const Message& m, const void* user, void* dst) override {
     if (m.bytes == 0) return Status::ok();
     auto gl = gpu_layout(m);

@@ -142,4 +142,20 @@ Result<std::unique_ptr<Mover>> make_gpu_mover(Method) {
 }
 #endif
 
+Result<Staged> Mover::pack_chunked(const Message& m, const void* user, size_t chunk,
+                                   const ChunkReady& ready) {
+  auto s = pack(m, user);
+  if (!s) return s;
+  for (size_t off = 0; off < s->bytes; off += chunk)
+    LOOM_TRY(ready(off, std::min(chunk, s->bytes - off), s->host));
+  return s;
+}
+
+Status Mover::unpack_chunked(const Message& m, const Staged& s, size_t received, size_t chunk,
+                             const ChunkArrived& arrived, void* user) {
+  for (size_t off = 0; off < received; off += chunk)
+    LOOM_TRY(arrived(off, std::min(chunk, received - off)));
+  return unpack(m, s, received, user);
+}
+
 }  // namespace loom::transport

@@ -8,6 +8,7 @@
 //   host:     the host engine (test mode, and buffers Loom treats as host).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -60,6 +61,19 @@ class Mover {
   virtual Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) {
     return unpack_from(m, src, received, user);
   }
+  // Pipelined transfers of large staged messages. pack_chunked packs m and
+  // hands each chunk of the packed bytes (`chunk` long, the last shorter) to
+  // `ready` as soon as it is in host memory, so sending one chunk overlaps
+  // copying the next; the staging it returns must live until the sends end.
+  // unpack_chunked takes the first `received` bytes of s, calling
+  // `arrived` for each chunk before using it, so copying one chunk up
+  // overlaps receiving the next. The defaults do it all at once.
+  using ChunkReady = std::function<Status(size_t off, size_t len, const void* host)>;
+  using ChunkArrived = std::function<Status(size_t off, size_t len)>;
+  virtual Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
+                                      const ChunkReady& ready);
+  virtual Status unpack_chunked(const Message& m, const Staged& s, size_t received, size_t chunk,
+                                const ChunkArrived& arrived, void* user);
   // Plain copies between the user's memory and host memory, for types Loom
   // cannot read (their whole span goes through the host).
   virtual Status copy_to_host(void* host, const void* user, size_t bytes) = 0;

@@ -20,6 +20,11 @@ namespace loom {
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                        \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")    \
+  X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                              \
+    "staged messages go in pipelined chunks of this many bytes (0: off; default 1 MiB, "    \
+    "off in the host test mode)")                                                           \
+  X(pipeline_min, "LOOM_PIPELINE_MIN", "4194304",                                           \
+    "smallest staged message sent in pipelined chunks (bytes)")                             \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \

@@ -244,6 +244,21 @@ TEST(Model, PackedMessagesTakeTheirOwnOverhead) {
              us(Model(synthetic()).predict(contiguous), Method::kStaged));
 }
 
+// Staged in k chunks of c bytes: the copies and sends overlap, so the three
+// middle terms become d2h(c) + mpi(c) + h2d(c) + (k - 1) max of them.
+TEST(Model, PipelinedStagedOverlapsItsChunks) {
+  Model m(synthetic());
+  const double n = double(1 << 24), c = double(1 << 20);
+  Shape whole = shape(n), piped = shape(n);
+  piped.chunk_bytes = c;
+  const double d = 5 + 5e-5 * c, t = 3 + 1e-4 * c;  // d2h = h2d, mpi
+  const double pack = 1 + 1e-5 * n;
+  expect_rel(us(m.predict(piped), Method::kStaged), 2 + 2 * pack + d + t + d + 15 * std::max(d, t));
+  EXPECT_LT(us(m.predict(piped), Method::kStaged), us(m.predict(whole), Method::kStaged));
+  piped.chunk_bytes = 2 * n;  // one chunk: as a whole message
+  expect_rel(us(m.predict(piped), Method::kStaged), us(m.predict(whole), Method::kStaged));
+}
+
 // oneshot - staged = (5 + 2e-3 n) - (14 + 1.2e-4 n) = 0 at n = 9 / 1.88e-3 = 4787.2:
 // oneshot wins below, staged above (device not allowed).
 TEST(Model, OneshotStagedCrossover) {
