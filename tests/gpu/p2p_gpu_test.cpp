@@ -188,6 +188,35 @@ TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
   MPI_Type_free(&t);
 }
 
+// Staged with LOOM_PIPELINE_CHUNK (ctest gpu.p2p.pipeline): a large message
+// goes in chunks whose device-to-host copies overlap the sends, blocking
+// and not, and arrives whole (the counter proves the chunks were used).
+TEST_F(GpuP2P, PipelinedStagedCarriesMessages) {
+  if (!std::getenv("LOOM_PIPELINE_CHUNK")) GTEST_SKIP() << "LOOM_PIPELINE_CHUNK not set";
+  ASSERT_TRUE(runtime() && runtime()->rv && runtime()->rv->chunk_bytes() > 0);
+  const uint64_t chunked = runtime()->rv->messages_chunked();
+  MPI_Datatype t;
+  MPI_Type_vector(100003, 24, 40, MPI_BYTE, &t);  // 2.4 MB packed: an odd last chunk
+  MPI_Type_commit(&t);
+  for (int blocking = 0; blocking < 2; ++blocking) {
+    DevBuffer src(t, 1, 7 + blocking), dst(t, 1, 0);
+    Buffer initial = dst.host;
+    if (blocking) {
+      ASSERT_EQ(MPI_Sendrecv(src.origin(), 1, t, peer_, 4, dst.origin(), 1, t, peer_, 4,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+    } else {
+      MPI_Request r[2];
+      ASSERT_EQ(MPI_Irecv(dst.origin(), 1, t, peer_, 5, MPI_COMM_WORLD, &r[0]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Isend(src.origin(), 1, t, peer_, 5, MPI_COMM_WORLD, &r[1]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    }
+    ASSERT_TRUE(dst.read() == expected(t, 1, src.host, t, 1, initial)) << blocking;
+  }
+  EXPECT_EQ(runtime()->rv->messages_chunked() - chunked, 2u);
+  MPI_Type_free(&t);
+}
+
 TEST_F(GpuP2P, SixtyFourOutstandingWildcards) {
   MPI_Datatype t;
   int bl[3] = {2, 1, 4}, dp[3] = {0, 5, 9};
