@@ -42,7 +42,8 @@ Grid Grid::make(bool quick) {
     g.ipc_sizes = geometric(KiB, 64 * MiB, 4);
   }
   // Where the methods' fixed costs show and the model's choice is closest.
-  g.loom_sizes = {4 * KiB, 64 * KiB, MiB};
+  g.loom_sizes = quick ? std::vector<double>{4 * KiB, 64 * KiB, MiB}
+                       : std::vector<double>{KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB};
   return g;
 }
 

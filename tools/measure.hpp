@@ -33,9 +33,9 @@ struct Grid {
 // the median of all samples moved less than `tol` over the last batch (after
 // at least `min_batches`), or `max_samples`, or `max_seconds` for the point.
 struct Reps {
-  int warmup = 2;
-  int batch = 5;
-  int min_batches = 2;
+  int warmup = 5;
+  int batch = 10;
+  int min_batches = 3;  // 30 samples at least: medians of a few moved by 10-20% run to run
   int max_samples = 100;
   double max_seconds = 0.25;
   double tol = 0.02;

@@ -40,6 +40,9 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int 
   if (comm == MPI_COMM_NULL) return raise(comm, MPI_ERR_COMM, "null communicator");
   if (count < 0) return raise(comm, MPI_ERR_COUNT, "negative count");
   if (type == MPI_DATATYPE_NULL) return raise(comm, MPI_ERR_TYPE, "MPI_DATATYPE_NULL");
+  // Finished background sends return their staging now, not only at the
+  // next Wait/Test: a program of blocking calls would otherwise keep it.
+  if (rt->rv) rt->rv->progress();
   auto e = rt->types.lookup(type);
   if (e) {
     p.type = std::move(e.value());

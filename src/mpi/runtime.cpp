@@ -4,9 +4,6 @@
 #include <cstdlib>
 
 #include "loom/loom.h"
-#if LOOM_HAVE_CUDA
-#include "pack/gpu_engine.hpp"
-#endif
 #include "transport/identity.hpp"
 #include "transport/memtype.hpp"
 #include "type/ir.hpp"
@@ -143,12 +140,9 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
 
 size_t Runtime::wanted_chunk() const {
   const std::string& v = knobs().pipeline_chunk;
-  if (v.empty()) {  // on where a GPU is; in the host test mode only when asked
-#if LOOM_HAVE_CUDA
-    if (!host_as_device_ && pack::gpu_available()) return size_t{1} << 20;
-#endif
-    return 0;
-  }
+  // Off unless asked for: on one node it gained nothing against the MPI's
+  // shared-memory copy, and slowed later messages (docs/interposer.md).
+  if (v.empty()) return 0;
   const long long n = std::atoll(v.c_str());
   return n > 0 ? static_cast<size_t>(n) : 0;
 }

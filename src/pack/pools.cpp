@@ -1,5 +1,6 @@
 #include "pack/pools.hpp"
 
+#include <iterator>
 #include <string>
 
 #include "pack/cuda/check.hpp"
@@ -123,9 +124,20 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
 }
 
 void Pool::put_back_locked(const PoolBlock& b) {
-  if (b.size != class_size(b.size, opt_.min_class) || cached_ + b.size > opt_.max_cached) {
+  if (b.size != class_size(b.size, opt_.min_class) || b.size > opt_.max_cached) {
     free_block(b);
     return;
+  }
+  // Over the cap, idle blocks of the largest classes go first: freeing the
+  // block just returned instead would make every later message of its size
+  // allocate and pin again (milliseconds each), while big idle ones wait.
+  while (cached_ + b.size > opt_.max_cached && !free_.empty()) {
+    auto largest = std::prev(free_.end());
+    const PoolBlock victim = largest->second.back();
+    largest->second.pop_back();
+    if (largest->second.empty()) free_.erase(largest);
+    cached_ -= victim.size;
+    free_block(victim);
   }
   free_[b.size].push_back(b);
   cached_ += b.size;

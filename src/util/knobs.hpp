@@ -21,8 +21,8 @@ namespace loom {
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")    \
   X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                              \
-    "staged messages go in pipelined chunks of this many bytes (0: off; default 1 MiB, "    \
-    "off in the host test mode)")                                                           \
+    "staged messages go in pipelined chunks of this many bytes (unset or 0: off; all "      \
+    "ranks alike)")                                                                         \
   X(pipeline_min, "LOOM_PIPELINE_MIN", "4194304",                                           \
     "smallest staged message sent in pipelined chunks (bytes)")                             \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \

@@ -43,6 +43,29 @@ TEST(GpuPools, DeviceReuseAndAccounting) {
   EXPECT_EQ(pool.bytes_cached(), 0u);
 }
 
+// Over the cache cap, the largest idle blocks go, not the one just returned:
+// a size in steady use keeps its buffer after a one-off big message.
+TEST(GpuPools, OverTheCapTheLargestIdleBlocksGo) {
+  SKIP_WITHOUT_GPU();
+  PoolOptions opt;
+  opt.max_cached = (size_t{5} << 20) / 2;  // room for 2 MiB, not for 2 + 1
+  Pool pool(Pool::Kind::kMappedHost, opt);
+  auto big = pool.acquire(size_t{2} << 20);
+  auto small = pool.acquire(size_t{1} << 20);
+  ASSERT_TRUE(big.is_ok() && small.is_ok());
+  void* small_ptr = small.value().ptr;
+  pool.release(big.value());
+  pool.release(small.value());  // 3 MiB would be over the cap
+  EXPECT_LE(pool.bytes_cached(), opt.max_cached);
+  EXPECT_EQ(pool.bytes_cached(), small.value().size);
+  auto again = pool.acquire(size_t{1} << 20);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again.value().ptr, small_ptr) << "the block in steady use was freed";
+  pool.release(again.value());
+  pool.release_all();
+  EXPECT_EQ(pool.bytes_cached(), 0u);
+}
+
 TEST(GpuPools, MappedHostIsWrittenByTheKernel) {
   SKIP_WITHOUT_GPU();
   PinnedPool pool;
