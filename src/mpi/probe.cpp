@@ -24,39 +24,25 @@ void put(MPI_Status* out, const MPI_Status& st) {
   if (out != MPI_STATUS_IGNORE) *out = st;
 }
 
-int iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+// Every probe has one shape: a kept message answers first; else the MPI's
+// probe (`next` fills st and *flag), then a header it met is taken. With
+// `msg` (matched probes) the message leaves the queue under a handle.
+template <class Next>
+int probe(const char* fn, int source, int tag, MPI_Comm comm, int* flag, MPI_Message* msg,
+          MPI_Status* status, Next next) {
   ProbedMessages* pm = watching();
-  if (!pm) return LOOM_NEXT(MPI_Iprobe)(source, tag, comm, flag, status);
   Probed p;
   MPI_Status st;
-  if (pm->find(comm, source, tag, false, &p)) {
+  if (pm->find(comm, source, tag, msg != nullptr, &p)) {
     probed_status(p, st);
+    if (msg) *msg = pm->hold(std::move(p));
     *flag = 1;
     put(status, st);
     return MPI_SUCCESS;
   }
-  int rc = LOOM_NEXT(MPI_Iprobe)(source, tag, comm, flag, &st);
-  if (rc == MPI_SUCCESS && *flag) rc = pm->take(comm, st);
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Iprobe");
-  if (*flag) put(status, st);
-  return rc;
-}
-
-int improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* msg, MPI_Status* status) {
-  ProbedMessages* pm = watching();
-  if (!pm) return LOOM_NEXT(MPI_Improbe)(source, tag, comm, flag, msg, status);
-  Probed p;
-  MPI_Status st;
-  if (pm->find(comm, source, tag, true, &p)) {
-    probed_status(p, st);
-    *msg = pm->hold(std::move(p));
-    *flag = 1;
-    put(status, st);
-    return MPI_SUCCESS;
-  }
-  int rc = LOOM_NEXT(MPI_Improbe)(source, tag, comm, flag, msg, &st);
-  if (rc == MPI_SUCCESS && *flag) rc = pm->take_matched(comm, msg, st);
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Improbe");
+  int rc = next(&st);
+  if (rc == MPI_SUCCESS && *flag) rc = msg ? pm->take_matched(comm, msg, st) : pm->take(comm, st);
+  if (rc != MPI_SUCCESS) return raise(comm, rc, fn);
   if (*flag) put(status, st);
   return rc;
 }
@@ -69,47 +55,31 @@ using namespace loom::mpi;
 extern "C" {
 
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
-  return iprobe(source, tag, comm, flag, status);
+  if (!watching()) return LOOM_NEXT(MPI_Iprobe)(source, tag, comm, flag, status);
+  return probe("MPI_Iprobe", source, tag, comm, flag, nullptr, status,
+               [&](MPI_Status* st) { return LOOM_NEXT(MPI_Iprobe)(source, tag, comm, flag, st); });
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  ProbedMessages* pm = watching();
-  if (!pm) return LOOM_NEXT(MPI_Probe)(source, tag, comm, status);
-  Probed p;
-  MPI_Status st;
-  if (pm->find(comm, source, tag, false, &p)) {
-    probed_status(p, st);
-    put(status, st);
-    return MPI_SUCCESS;
-  }
-  int rc = LOOM_NEXT(MPI_Probe)(source, tag, comm, &st);
-  if (rc == MPI_SUCCESS) rc = pm->take(comm, st);
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Probe");
-  put(status, st);
-  return rc;
+  if (!watching()) return LOOM_NEXT(MPI_Probe)(source, tag, comm, status);
+  int flag = 1;
+  return probe("MPI_Probe", source, tag, comm, &flag, nullptr, status,
+               [&](MPI_Status* st) { return LOOM_NEXT(MPI_Probe)(source, tag, comm, st); });
 }
 
 int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* msg,
                 MPI_Status* status) {
-  return improbe(source, tag, comm, flag, msg, status);
+  if (!watching()) return LOOM_NEXT(MPI_Improbe)(source, tag, comm, flag, msg, status);
+  return probe("MPI_Improbe", source, tag, comm, flag, msg, status, [&](MPI_Status* st) {
+    return LOOM_NEXT(MPI_Improbe)(source, tag, comm, flag, msg, st);
+  });
 }
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* msg, MPI_Status* status) {
-  ProbedMessages* pm = watching();
-  if (!pm) return LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, status);
-  Probed p;
-  MPI_Status st;
-  if (pm->find(comm, source, tag, true, &p)) {
-    probed_status(p, st);
-    *msg = pm->hold(std::move(p));
-    put(status, st);
-    return MPI_SUCCESS;
-  }
-  int rc = LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, &st);
-  if (rc == MPI_SUCCESS) rc = pm->take_matched(comm, msg, st);
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Mprobe");
-  put(status, st);
-  return rc;
+  if (!watching()) return LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, status);
+  int flag = 1;
+  return probe("MPI_Mprobe", source, tag, comm, &flag, msg, status,
+               [&](MPI_Status* st) { return LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, st); });
 }
 
 // A message Loom took at the probe is delivered from its copy; the MPI's
