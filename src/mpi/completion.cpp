@@ -9,6 +9,7 @@
 // new one. Ops whose requests did not complete go back afterwards.
 #include <mpi.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "mpi/next.hpp"
@@ -42,6 +43,14 @@ class Taken {
   }
   // Drops op i (its request failed: nothing to unpack).
   void drop(int i) { have_[i] = false; }
+  // The ops the MPI would skip: persistent receives met at MPI_Start, whose
+  // requests it never started (an inactive request is no completion to it).
+  std::vector<int> done() const {
+    std::vector<int> out;
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if (have_[i] && ops_[i].kind == PendingOp::Kind::kDone) out.push_back(static_cast<int>(i));
+    return out;
+  }
   // Puts back every op not finished or dropped: their requests are pending.
   ~Taken() {
     for (size_t i = 0; i < ops_.size(); ++i)
@@ -89,6 +98,11 @@ int some(SomeFn next, int n, MPI_Request reqs[], int* outcount, int indices[],
   Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
   MPI_Status* st = statuses_or_local(statuses, n, local);
+  if (std::vector<int> done = taken.done(); !done.empty()) {  // these completed already
+    *outcount = static_cast<int>(done.size());
+    std::copy(done.begin(), done.end(), indices);
+    return finish_listed(taken, indices, *outcount, st, MPI_SUCCESS);
+  }
   int rc = next(n, reqs, outcount, indices, st);
   if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
   return finish_listed(taken, indices, *outcount, st, rc);
@@ -156,6 +170,12 @@ int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitany)(n, reqs, index, status);
   Taken taken(*t, reqs, n);
   MPI_Status st;
+  if (std::vector<int> done = taken.done(); !done.empty()) {
+    *index = done[0];
+    int rc = taken.finish_one(*index, st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+  }
   int rc = LOOM_NEXT(MPI_Waitany)(n, reqs, index, &st);
   if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
   if (status != MPI_STATUS_IGNORE) *status = st;
@@ -167,6 +187,13 @@ int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* st
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, status);
   Taken taken(*t, reqs, n);
   MPI_Status st;
+  if (std::vector<int> done = taken.done(); !done.empty()) {
+    *index = done[0];
+    *flag = 1;
+    int rc = taken.finish_one(*index, st);
+    if (status != MPI_STATUS_IGNORE) *status = st;
+    return rc;
+  }
   int rc = LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, &st);
   if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
   if (status != MPI_STATUS_IGNORE && *flag) *status = st;
@@ -187,6 +214,7 @@ int MPI_Request_free(MPI_Request* req) {
   RequestTable* t = active_table();
   PendingOp op;
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Request_free)(req);
+  if (op.kind == PendingOp::Kind::kDone) return LOOM_NEXT(MPI_Request_free)(req);  // inactive
   // The operation still completes; Loom tests it later and finishes it then.
   t->detach(*req, std::move(op));
   *req = MPI_REQUEST_NULL;

@@ -30,6 +30,27 @@ int refuse(MPI_Comm comm, const char* fn) {
 
 }  // namespace
 
+// MPI_Start of one request. A persistent receive that a message a probe
+// kept matches takes it now (the MPI would match a later one): the MPI's
+// request stays inactive and its completion reports this receive.
+int start_one(MPI_Request* r) {
+  Runtime* rt = runtime();
+  PendingOp tmpl;
+  Probed kept;
+  if (rt && rt->rv && r && rt->requests.persistent_template(*r, &tmpl) &&
+      take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
+    PendingOp done;
+    done.kind = PendingOp::Kind::kDone;
+    deliver(kept, tmpl.user, tmpl.count, tmpl.mpi_type, tmpl.comm,
+            done.done);  // errors at completion
+    rt->requests.add(*r, std::move(done));
+    return MPI_SUCCESS;
+  }
+  int rc = LOOM_NEXT(MPI_Start)(r);
+  if (rc == MPI_SUCCESS && r && rt && rt->rv) rt->requests.started(*r);
+  return rc;
+}
+
 // The receive is met by a kept message: the send goes from a packed copy,
 // since the buffer is overwritten first.
 int sendrecv_replace_probed(Probed& kept, void* buf, int count, MPI_Datatype t, int dest, int stag,
@@ -95,22 +116,28 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Co
   if (is_device(buf, count, t)) return refuse(comm, "MPI_Recv_init");
   int rc = LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r);
   loom::Runtime* rt = loom::runtime();
-  if (rc == MPI_SUCCESS && r && rt && rt->rv)
-    rt->requests.add_persistent(*r, loom::mpi::host_recv_op(buf, count, t, comm));
+  if (rc == MPI_SUCCESS && r && rt && rt->rv) {
+    loom::mpi::PendingOp op = loom::mpi::host_recv_op(buf, count, t, comm);
+    op.source = src;
+    op.tag = tag;
+    rt->requests.add_persistent(*r, std::move(op));
+  }
   return rc;
 }
 int MPI_Start(MPI_Request* r) {
-  int rc = LOOM_NEXT(MPI_Start)(r);
-  loom::Runtime* rt = loom::runtime();
-  if (rc == MPI_SUCCESS && r && rt && rt->rv) rt->requests.started(*r);
-  return rc;
+  return loom::mpi::start_one(r);
 }
 int MPI_Startall(int n, MPI_Request r[]) {
-  int rc = LOOM_NEXT(MPI_Startall)(n, r);
   loom::Runtime* rt = loom::runtime();
-  if (rc == MPI_SUCCESS && rt && rt->rv)
-    for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
-  return rc;
+  if (!rt || !rt->probed || rt->probed->empty()) {
+    int rc = LOOM_NEXT(MPI_Startall)(n, r);
+    if (rc == MPI_SUCCESS && rt && rt->rv)
+      for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
+    return rc;
+  }
+  for (int i = 0; i < n; ++i)  // one at a time: some may be met by kept messages
+    if (int rc = loom::mpi::start_one(&r[i]); rc != MPI_SUCCESS) return rc;
+  return MPI_SUCCESS;
 }
 // Receives into host buffers that may match a device-method header while
 // the method is on: checked after the MPI's receive, like MPI_Recv.

@@ -85,6 +85,9 @@ int deliver(Probed& p, void* buf, int count, MPI_Datatype type, MPI_Comm comm, M
 int sendrecv_replace_probed(Probed& kept, void* buf, int count, MPI_Datatype t, int dest, int stag,
                             MPI_Comm comm, MPI_Status* status);
 
+// MPI_Start of one persistent request (guards.cpp), kept messages first.
+int start_one(MPI_Request* r);
+
 // A request that is already complete with status st (a generalized request),
 // for a non-blocking receive met by a kept message.
 int completed_request(const MPI_Status& st, MPI_Request* req);

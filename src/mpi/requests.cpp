@@ -59,6 +59,14 @@ void RequestTable::started(MPI_Request r) {
   add(r, std::move(op));
 }
 
+bool RequestTable::persistent_template(MPI_Request r, PendingOp* out) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = persistent_.find(r);
+  if (it == persistent_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 void RequestTable::forget_persistent(MPI_Request r) {
   std::lock_guard<std::mutex> lk(mu_);
   persistent_.erase(r);
@@ -104,6 +112,10 @@ void RequestTable::drain() {
 int finish(PendingOp& op, MPI_Status& st) {
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);
+  if (op.kind == PendingOp::Kind::kDone) {  // the MPI's request was never started
+    st = op.done;
+    return st.MPI_ERROR;
+  }
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
   if (op.kind == PendingOp::Kind::kHostRecv)
     return check_typed_recv(op.user, op.count, op.mpi_type, op.comm, st);

@@ -19,8 +19,10 @@ namespace loom::mpi {
 
 struct PendingOp {
   // kHostRecv: a receive into host memory, watched only while the device
-  // method is on, as it may match a device-method header.
-  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv };
+  // method is on, as it may match a device-method header. kDone: a started
+  // persistent receive that a message a probe kept met at MPI_Start; the
+  // MPI's request stays inactive, and completion reports `done`.
+  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone };
   Kind kind = Kind::kSend;
   transport::Staged staged;
   transport::Mover* mover = nullptr;
@@ -34,6 +36,10 @@ struct PendingOp {
   int count = 0;
   MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
   MPI_Comm comm = MPI_COMM_NULL;
+  // Persistent receive templates: what MPI_Start matches kept messages by.
+  int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
+  // kDone: the status (and error) the completion reports.
+  MPI_Status done{};
 };
 
 // The op that watches a receive into host memory (kHostRecv).
@@ -53,6 +59,7 @@ class RequestTable {
   // the table, until the request is freed.
   void add_persistent(MPI_Request r, PendingOp op);
   void started(MPI_Request r);  // after MPI_Start on r
+  bool persistent_template(MPI_Request r, PendingOp* out);
   void forget_persistent(MPI_Request r);
   void progress();
   void drain();  // at finalize: waits for every detached request

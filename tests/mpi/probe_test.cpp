@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -148,6 +149,56 @@ TEST_F(Probe, ProbingALaterTagKeepsOrder) {
       EXPECT_EQ(dst, src[static_cast<size_t>(i)]) << "message " << i;
     }
   }
+}
+
+// A persistent receive started after a probe kept messages takes them in
+// order (MPI_Start, MPI_Startall), and every completion call reports it,
+// Waitany and Waitsome included (the MPI's request was never started).
+TEST_F(Probe, PersistentReceiveTakesKeptMessages) {
+  if (!paired()) return;
+  const int sizes[3] = {1000, 500, 700};
+  std::vector<std::vector<int>> src(3);
+  for (int i = 0; i < 3; ++i) src[static_cast<size_t>(i)] = pattern(sizes[i], 20 + i);
+  if (me_ % 2 == 0) {
+    MPI_Request r[3];
+    for (int i = 0; i < 3; ++i)
+      ASSERT_EQ(MPI_Isend(src[static_cast<size_t>(i)].data(), sizes[i], MPI_INT, peer_, i + 1,
+                          MPI_COMM_WORLD, &r[i]),
+                MPI_SUCCESS);
+    ASSERT_EQ(MPI_Waitall(3, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    return;
+  }
+  MPI_Status st;
+  ASSERT_EQ(MPI_Probe(peer_, 2, MPI_COMM_WORLD, &st), MPI_SUCCESS);  // keeps 1 and 2
+  std::vector<int> dst(1000, -1);
+  HostMark mark(dst, true);  // persistent receives take host memory only
+  MPI_Request r;
+  ASSERT_EQ(MPI_Recv_init(dst.data(), 1000, MPI_INT, peer_, MPI_ANY_TAG, MPI_COMM_WORLD, &r),
+            MPI_SUCCESS);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("message " + std::to_string(i));
+    std::fill(dst.begin(), dst.end(), -1);
+    int count = -1, index = -1, outcount = 0;
+    if (i == 0) {
+      ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Waitany(1, &r, &index, &st), MPI_SUCCESS);
+      EXPECT_EQ(index, 0);
+    } else if (i == 1) {
+      ASSERT_EQ(MPI_Startall(1, &r), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Waitsome(1, &r, &outcount, &index, &st), MPI_SUCCESS);
+      EXPECT_EQ(outcount, 1);
+    } else {
+      ASSERT_EQ(MPI_Start(&r), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    }
+    MPI_Get_count(&st, MPI_INT, &count);
+    ASSERT_EQ(count, sizes[i]) << "out of order";
+    EXPECT_EQ(st.MPI_TAG, i + 1);
+    EXPECT_EQ(st.MPI_SOURCE, peer_);
+    EXPECT_TRUE(std::equal(src[static_cast<size_t>(i)].begin(), src[static_cast<size_t>(i)].end(),
+                           dst.begin()));
+  }
+  MPI_Request_free(&r);
 }
 
 // Matched probes: the handle Loom gives back is received by MPI_Mrecv and
