@@ -108,6 +108,26 @@ int some(SomeFn next, int n, MPI_Request reqs[], int* outcount, int indices[],
   return finish_listed(taken, indices, *outcount, st, rc);
 }
 
+// MPI_Waitany and MPI_Testany: `next` is the MPI's own, which sets *flag
+// (Waitany: always 1).
+template <class Next>
+int any(RequestTable& t, int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* status,
+        Next next) {
+  Taken taken(t, reqs, n);
+  MPI_Status st;
+  int rc = MPI_SUCCESS;
+  if (std::vector<int> done = taken.done(); !done.empty()) {  // the MPI would skip these
+    *index = done[0];
+    *flag = 1;
+    rc = taken.finish_one(*index, st);
+  } else {
+    rc = next(&st);
+    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
+  }
+  if (status != MPI_STATUS_IGNORE && *flag) *status = st;
+  return rc;
+}
+
 }  // namespace
 }  // namespace loom::mpi
 
@@ -168,36 +188,16 @@ int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
 int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitany)(n, reqs, index, status);
-  Taken taken(*t, reqs, n);
-  MPI_Status st;
-  if (std::vector<int> done = taken.done(); !done.empty()) {
-    *index = done[0];
-    int rc = taken.finish_one(*index, st);
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc;
-  }
-  int rc = LOOM_NEXT(MPI_Waitany)(n, reqs, index, &st);
-  if (rc == MPI_SUCCESS && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
-  if (status != MPI_STATUS_IGNORE) *status = st;
-  return rc;
+  int flag = 1;
+  return any(*t, n, reqs, index, &flag, status,
+             [&](MPI_Status* st) { return LOOM_NEXT(MPI_Waitany)(n, reqs, index, st); });
 }
 
 int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* status) {
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, status);
-  Taken taken(*t, reqs, n);
-  MPI_Status st;
-  if (std::vector<int> done = taken.done(); !done.empty()) {
-    *index = done[0];
-    *flag = 1;
-    int rc = taken.finish_one(*index, st);
-    if (status != MPI_STATUS_IGNORE) *status = st;
-    return rc;
-  }
-  int rc = LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, &st);
-  if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
-  if (status != MPI_STATUS_IGNORE && *flag) *status = st;
-  return rc;
+  return any(*t, n, reqs, index, flag, status,
+             [&](MPI_Status* st) { return LOOM_NEXT(MPI_Testany)(n, reqs, index, flag, st); });
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {

@@ -35,6 +35,14 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   return transport::memkind(data) == transport::MemKind::kDevice;
 }
 
+bool fill_message(const CommittedType& t, int count, transport::Message* m) {
+  m->form = t.info.form;
+  m->one = &t.layout;
+  m->count = count;
+  m->extent = t.info.extent;
+  return type::checked_mul(count, t.info.size, &m->bytes);
+}
+
 int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int peer) {
   Runtime* rt = runtime();
   if (comm == MPI_COMM_NULL) return raise(comm, MPI_ERR_COMM, "null communicator");
@@ -46,12 +54,7 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int 
   auto e = rt->types.lookup(type);
   if (e) {
     p.type = std::move(e.value());
-    const type::TypeInfo& info = p.type->info;
-    p.msg.form = info.form;
-    p.msg.one = &p.type->layout;
-    p.msg.count = count;
-    p.msg.extent = info.extent;
-    if (!type::checked_mul(count, info.size, &p.msg.bytes))
+    if (!fill_message(*p.type, count, &p.msg))
       return raise(comm, MPI_ERR_COUNT, "message size overflows");
     // Without the device method's node map every peer counts as on the node.
     bool on_node = true;

@@ -37,6 +37,10 @@ struct DevicePlan {
   bool span() const { return !type; }
 };
 
+// The message of `count` elements of a type Loom reads; false when its size
+// overflows 64 bits.
+bool fill_message(const CommittedType& t, int count, transport::Message* m);
+
 // Checks count, type and comm (errors through comm's handler) and resolves,
 // choosing the method: `peer` is the destination of a send (the device
 // method is possible to it), or MPI_PROC_NULL (receives, local packs).

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "loom/loom.h"
+#include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/runtime.hpp"
 #include "pack/layout.hpp"
@@ -31,13 +32,7 @@ int message_of(MPI_Datatype type, int count, TypeRegistry::Entry* keep, transpor
   auto e = rt->types.lookup(type);
   if (!e) return error_class(e.status().code());
   *keep = e.value();
-  const CommittedType& t = **keep;
-  m->form = t.info.form;
-  m->one = &t.layout;
-  m->count = count;
-  m->extent = t.info.extent;
-  if (!type::checked_mul(count, t.info.size, &m->bytes)) return MPI_ERR_COUNT;
-  return MPI_SUCCESS;
+  return fill_message(**keep, count, m) ? MPI_SUCCESS : MPI_ERR_COUNT;
 }
 
 }  // namespace loom::mpi

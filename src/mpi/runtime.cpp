@@ -204,17 +204,9 @@ transport::Mover* Runtime::gpu(transport::Method m) {
 }
 
 transport::Mover* Runtime::mover_for(size_t bytes) {
-  if (host_as_device_) return host_.get();
-  switch (choice_.load(std::memory_order_relaxed)) {
-    case Choice::kOneShot:
-      return gpu(transport::Method::kOneShot);
-    case Choice::kStaged:
-    case Choice::kDevice:
-      return gpu(transport::Method::kStaged);
-    case Choice::kAuto:
-      break;
-  }
-  return gpu(bytes <= kOneShotMax ? transport::Method::kOneShot : transport::Method::kStaged);
+  const Choice c = choice_.load(std::memory_order_relaxed);
+  const bool oneshot = c == Choice::kOneShot || (c == Choice::kAuto && bytes <= kOneShotMax);
+  return mover(oneshot ? transport::Method::kOneShot : transport::Method::kStaged);
 }
 
 size_t Runtime::bytes_in_use() const {
