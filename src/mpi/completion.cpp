@@ -210,7 +210,8 @@ int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_St
 
 int MPI_Request_free(MPI_Request* req) {
   loom::Runtime* rt = loom::runtime();
-  if (rt && rt->rv && req) rt->requests.forget_persistent(*req);
+  if (rt && req && (rt->rv || rt->requests.has_persistent_colls()))
+    rt->requests.forget_persistent(*req);
   RequestTable* t = active_table();
   PendingOp op;
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Request_free)(req);

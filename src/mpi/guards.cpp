@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "mpi/coll_call.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
@@ -37,8 +38,15 @@ int start_one(MPI_Request* r) {
   Runtime* rt = runtime();
   PendingOp tmpl;
   Probed kept;
-  if (rt && rt->rv && r && rt->requests.persistent_template(*r, &tmpl) &&
-      take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
+  const bool loom_request = rt && r && (rt->rv || rt->requests.has_persistent_colls()) &&
+                            rt->requests.persistent_template(*r, &tmpl);
+  if (loom_request && tmpl.kind == PendingOp::Kind::kColl) {  // inputs down, then start
+    if (Status s = tmpl.mirrors->down(); !s) return raise(MPI_COMM_WORLD, s);
+    int rc = LOOM_NEXT(MPI_Start)(r);
+    if (rc == MPI_SUCCESS) rt->requests.started(*r);
+    return rc;
+  }
+  if (loom_request && rt->rv && take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
     PendingOp done;
     done.kind = PendingOp::Kind::kDone;
     deliver(kept, tmpl.user, tmpl.count, tmpl.mpi_type, tmpl.comm,
@@ -76,9 +84,6 @@ using loom::mpi::refuse;
 // A guard for a call with one typed buffer (b1 = buf, count, type), or two.
 #define LOOM_GUARD1(ret_call, fn, b1, comm)   \
   if (is_device b1) return refuse(comm, #fn); \
-  return ret_call
-#define LOOM_GUARD2(ret_call, fn, b1, b2, comm)               \
-  if (is_device b1 || is_device b2) return refuse(comm, #fn); \
   return ret_call
 
 extern "C" {
@@ -129,13 +134,15 @@ int MPI_Start(MPI_Request* r) {
 }
 int MPI_Startall(int n, MPI_Request r[]) {
   loom::Runtime* rt = loom::runtime();
-  if (!rt || !rt->probed || rt->probed->empty()) {
+  if (!rt || ((!rt->probed || rt->probed->empty()) && !rt->requests.has_persistent_colls())) {
     int rc = LOOM_NEXT(MPI_Startall)(n, r);
     if (rc == MPI_SUCCESS && rt && rt->rv)
       for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
     return rc;
   }
-  for (int i = 0; i < n; ++i)  // one at a time: some may be met by kept messages
+  // One at a time: some may be met by kept messages, some are collectives
+  // whose inputs go down first.
+  for (int i = 0; i < n; ++i)
     if (int rc = loom::mpi::start_one(&r[i]); rc != MPI_SUCCESS) return rc;
   return MPI_SUCCESS;
 }
@@ -153,37 +160,4 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int sta
   if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, comm, *s);
   return rc;
 }
-int MPI_Bcast(void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Bcast)(buf, count, t, root, comm), MPI_Bcast, (buf, count, t), comm);
-}
-int MPI_Reduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
-               MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Reduce)(s, r, count, t, op, root, comm), MPI_Reduce, (s, count, t),
-              (r, count, t), comm);
-}
-int MPI_Allreduce(const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Allreduce)(s, r, count, t, op, comm), MPI_Allreduce, (s, count, t),
-              (r, count, t), comm);
-}
-int MPI_Gather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
-               MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Gather)(s, sc, st, r, rc, rt, root, comm), MPI_Gather, (s, sc, st),
-              (r, rc, rt), comm);
-}
-int MPI_Scatter(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
-                MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Scatter)(s, sc, st, r, rc, rt, root, comm), MPI_Scatter, (s, sc, st),
-              (r, rc, rt), comm);
-}
-int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
-                  MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Allgather)(s, sc, st, r, rc, rt, comm), MPI_Allgather, (s, sc, st),
-              (r, rc, rt), comm);
-}
-int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
-                 MPI_Comm comm) {
-  LOOM_GUARD2(LOOM_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm), MPI_Alltoall, (s, sc, st),
-              (r, rc, rt), comm);
-}
-
 }  // extern "C"

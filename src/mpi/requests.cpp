@@ -1,5 +1,7 @@
 #include "mpi/requests.hpp"
 
+#include "mpi/coll_call.hpp"
+#include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
@@ -45,6 +47,7 @@ void RequestTable::detach(MPI_Request r, PendingOp op) {
 
 void RequestTable::add_persistent(MPI_Request r, PendingOp op) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (op.kind == PendingOp::Kind::kColl) n_colls_.fetch_add(1, std::memory_order_release);
   persistent_.insert_or_assign(r, std::move(op));
 }
 
@@ -69,7 +72,10 @@ bool RequestTable::persistent_template(MPI_Request r, PendingOp* out) {
 
 void RequestTable::forget_persistent(MPI_Request r) {
   std::lock_guard<std::mutex> lk(mu_);
-  persistent_.erase(r);
+  auto it = persistent_.find(r);
+  if (it == persistent_.end()) return;
+  if (it->second.kind == PendingOp::Kind::kColl) n_colls_.fetch_sub(1, std::memory_order_release);
+  persistent_.erase(it);
 }
 
 void RequestTable::progress() {
@@ -117,6 +123,12 @@ int finish(PendingOp& op, MPI_Status& st) {
     return st.MPI_ERROR;
   }
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
+  if (op.kind == PendingOp::Kind::kColl) {
+    Status s = op.mirrors->up();
+    if (s.is_ok()) return MPI_SUCCESS;
+    LOOM_LOG(kError, kMpi, "collective into device memory failed: %s", s.message().c_str());
+    return error_class(s.code());
+  }
   if (op.kind == PendingOp::Kind::kHostRecv)
     return check_typed_recv(op.user, op.count, op.mpi_type, op.comm, st);
   MPI_Count received = 0;

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -17,12 +18,16 @@
 
 namespace loom::mpi {
 
+class MirrorSet;
+
 struct PendingOp {
   // kHostRecv: a receive into host memory, watched only while the device
   // method is on, as it may match a device-method header. kDone: a started
   // persistent receive that a message a probe kept met at MPI_Start; the
-  // MPI's request stays inactive, and completion reports `done`.
-  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone };
+  // MPI's request stays inactive, and completion reports `done`. kColl: a
+  // collective on host mirrors of device buffers; completion copies the
+  // outputs back up (coll_call.hpp).
+  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone, kColl };
   Kind kind = Kind::kSend;
   transport::Staged staged;
   transport::Mover* mover = nullptr;
@@ -40,6 +45,8 @@ struct PendingOp {
   int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
   // kDone: the status (and error) the completion reports.
   MPI_Status done{};
+  // kColl: the call's mirrors (shared with a persistent request's template).
+  std::shared_ptr<MirrorSet> mirrors;
 };
 
 // The op that watches a receive into host memory (kHostRecv).
@@ -61,6 +68,9 @@ class RequestTable {
   void started(MPI_Request r);  // after MPI_Start on r
   bool persistent_template(MPI_Request r, PendingOp* out);
   void forget_persistent(MPI_Request r);
+  // Some persistent collective on device buffers is alive (MPI_Start must
+  // copy its inputs down).
+  bool has_persistent_colls() const { return n_colls_.load(std::memory_order_acquire) != 0; }
   void progress();
   void drain();  // at finalize: waits for every detached request
 
@@ -70,6 +80,7 @@ class RequestTable {
   std::vector<std::pair<MPI_Request, PendingOp>> detached_;
   std::unordered_map<MPI_Request, PendingOp> persistent_;
   std::atomic<size_t> n_{0};
+  std::atomic<size_t> n_colls_{0};
 };
 
 // Finishes an op whose request completed without error: for receives,

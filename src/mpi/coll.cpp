@@ -1,0 +1,206 @@
+// The collectives: MPI_Bcast, Reduce, Allreduce, Reduce_local,
+// Reduce_scatter(_block), Scan, Exscan, Gather(v), Scatter(v), Allgather(v),
+// Alltoall(v,w) and the neighbour collectives, each in its blocking,
+// nonblocking (MPI_I...) and persistent (MPI-4 ..._init; Open MPI 4.1's
+// MPIX_..._init) forms. Host buffers go straight to the MPI. Device buffers
+// take the node-local engine where it applies (src/coll), else the MPI's own
+// collective runs on host mirrors of them (coll_call.hpp), which holds for
+// every datatype and op, user-defined ones included. MPI_Barrier moves no
+// data and is not intercepted.
+#include <mpi.h>
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>  // Open MPI: the persistent collectives (MPIX_..._init)
+#endif
+
+#include "mpi/coll_args.hpp"
+#include "mpi/coll_call.hpp"
+#include "mpi/coll_engines.hpp"
+#include "mpi/next.hpp"
+
+// The persistent forms' names, where the MPI has them.
+#if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define LOOM_INIT_FN(Name) MPIX_##Name##_init
+#elif MPI_VERSION >= 4
+#define LOOM_INIT_FN(Name) MPI_##Name##_init
+#endif
+#define LOOM_NEXT_OF(fn) LOOM_NEXT(fn)  // expands fn first
+#define LOOM_P(...) __VA_ARGS__
+
+using loom::mpi::Call;
+namespace args = loom::mpi::args;
+namespace engines = loom::mpi::engines;
+
+#define LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
+  int MPI_##Name(LOOM_P params) {                                               \
+    Call c(comm, "MPI_" #Name);                                                 \
+    LOOM_P engine;                                                              \
+    LOOM_P describe;                                                            \
+    return c.blocking([&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); }); \
+  }
+#define LOOM_NONBLOCKING(Name, params, call_args, describe)                                   \
+  int MPI_I##Name(LOOM_P params, MPI_Request* req) {                                          \
+    Call c(comm, "MPI_I" #Name);                                                              \
+    LOOM_P describe;                                                                          \
+    return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_I##Name)(LOOM_P call_args, req); }); \
+  }
+#ifdef LOOM_INIT_FN
+#define LOOM_PERSISTENT(Name, params, call_args, describe)                                   \
+  int LOOM_INIT_FN(Name)(LOOM_P params, MPI_Info info, MPI_Request * req) {                  \
+    Call c(comm, #Name "_init");                                                             \
+    LOOM_P describe;                                                                         \
+    return c.persistent(                                                                     \
+        req, [&] { return LOOM_NEXT_OF(LOOM_INIT_FN(Name))(LOOM_P call_args, info, req); }); \
+  }
+#else
+#define LOOM_PERSISTENT(Name, params, call_args, describe)
+#endif
+// All three forms of a collective. `engine` may finish a blocking call
+// (return) through a faster engine than the host mirrors; it sees the
+// caller's own buffers, before `describe` swaps in their mirrors.
+#define LOOM_COLLECTIVE(Name, params, call_args, describe, engine) \
+  LOOM_BLOCKING(Name, params, call_args, describe, engine)         \
+  LOOM_NONBLOCKING(Name, params, call_args, describe)              \
+  LOOM_PERSISTENT(Name, params, call_args, describe)
+
+extern "C" {
+
+LOOM_COLLECTIVE(Bcast, (void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm),
+                (buf, count, t, root, comm), (args::bcast(c, buf, count, t, root)),
+                (int rc; if (engines::bcast(c, buf, count, t, root, &rc)) return rc))
+
+LOOM_COLLECTIVE(
+    Reduce, (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm),
+    (s, r, count, t, op, root, comm), (args::reduce(c, s, r, count, t, c.rank() == root)), ())
+
+LOOM_COLLECTIVE(Allreduce,
+                (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+                (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)),
+                (int rc; if (engines::allreduce(c, s, r, count, t, op, &rc)) return rc))
+
+LOOM_COLLECTIVE(Reduce_scatter,
+                (const void* s, void* r, const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+                (s, r, rcs, t, op, comm), (args::reduce_scatter(c, s, r, rcs, t)), ())
+
+LOOM_COLLECTIVE(Reduce_scatter_block,
+                (const void* s, void* r, int rc, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+                (s, r, rc, t, op, comm), (args::reduce_scatter_block(c, s, r, rc, t)), ())
+
+LOOM_COLLECTIVE(Scan, (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+                (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)), ())
+
+LOOM_COLLECTIVE(Exscan,
+                (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+                (s, r, count, t, op, comm), (args::exscan(c, s, r, count, t)), ())
+
+LOOM_COLLECTIVE(Gather,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, root, comm), (args::gather(c, s, sc, st, r, rc, rt, root)),
+                ())
+
+LOOM_COLLECTIVE(Gatherv,
+                (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
+                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm),
+                (s, sc, st, r, rcs, displs, rt, root, comm),
+                (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)), ())
+
+LOOM_COLLECTIVE(Scatter,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, root, comm), (args::scatter(c, s, sc, st, r, rc, rt, root)),
+                ())
+
+LOOM_COLLECTIVE(Scatterv,
+                (const void* s, const int scs[], const int displs[], MPI_Datatype st, void* r,
+                 int rc, MPI_Datatype rt, int root, MPI_Comm comm),
+                (s, scs, displs, st, r, rc, rt, root, comm),
+                (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)), ())
+
+LOOM_COLLECTIVE(Allgather,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, comm),
+                (args::all_blocks(c, s, sc, st, r, int64_t{rc} * c.size(), rt)),
+                (int err; if (engines::allgather(c, s, sc, st, r, rc, rt, &err)) return err))
+
+LOOM_COLLECTIVE(Allgatherv,
+                (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
+                 const int displs[], MPI_Datatype rt, MPI_Comm comm),
+                (s, sc, st, r, rcs, displs, rt, comm),
+                (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())), ())
+
+LOOM_COLLECTIVE(Alltoall,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, comm),
+                (args::all_blocks(c, s, int64_t{sc} * c.size(), st, r, int64_t{rc} * c.size(), rt)),
+                (int err; if (engines::alltoall(c, s, sc, st, r, rc, rt, &err)) return err))
+
+LOOM_COLLECTIVE(Alltoallv,
+                (const void* s, const int scs[], const int sdispls[], MPI_Datatype st, void* r,
+                 const int rcs[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm),
+                (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
+                (args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, c.size(), c.size())),
+                ())
+
+LOOM_COLLECTIVE(
+    Alltoallw,
+    (const void* s, const int scs[], const int sdispls[], const MPI_Datatype sts[], void* r,
+     const int rcs[], const int rdispls[], const MPI_Datatype rts[], MPI_Comm comm),
+    (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
+    (args::AintDispls sd(sdispls, c.size()); args::AintDispls rd(rdispls, c.size());
+     args::alltoallw(c, s, scs, sd.data(), sts, r, rcs, rd.data(), rts, c.size(), c.size())),
+    ())
+
+LOOM_COLLECTIVE(Neighbor_allgather,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, comm),
+                (int in = 0, out = 0; if (c.neighbors(&in, &out))
+                     args::all_blocks(c, s, sc, st, r, int64_t{rc} * in, rt)),
+                ())
+
+LOOM_COLLECTIVE(Neighbor_allgatherv,
+                (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
+                 const int displs[], MPI_Datatype rt, MPI_Comm comm),
+                (s, sc, st, r, rcs, displs, rt, comm),
+                (int in = 0, out = 0; if (c.neighbors(&in, &out))
+                     args::allgatherv(c, s, sc, st, r, rcs, displs, rt, in)),
+                ())
+
+LOOM_COLLECTIVE(Neighbor_alltoall,
+                (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm),
+                (s, sc, st, r, rc, rt, comm),
+                (int in = 0, out = 0; if (c.neighbors(&in, &out))
+                     args::all_blocks(c, s, int64_t{sc} * out, st, r, int64_t{rc} * in, rt)),
+                ())
+
+LOOM_COLLECTIVE(Neighbor_alltoallv,
+                (const void* s, const int scs[], const int sdispls[], MPI_Datatype st, void* r,
+                 const int rcs[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm),
+                (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
+                (int in = 0, out = 0; if (c.neighbors(&in, &out))
+                     args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, out, in)),
+                ())
+
+LOOM_COLLECTIVE(Neighbor_alltoallw,
+                (const void* s, const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[],
+                 void* r, const int rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[],
+                 MPI_Comm comm),
+                (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
+                (int in = 0, out = 0; if (c.neighbors(&in, &out))
+                     args::alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls, rts, out, in)),
+                ())
+
+// No communicator: errors go to MPI_COMM_WORLD's handler. Both buffers are
+// local, so a device reduction needs no agreement with other ranks.
+int MPI_Reduce_local(const void* in, void* inout, int count, MPI_Datatype t, MPI_Op op) {
+  Call c(MPI_COMM_SELF, "MPI_Reduce_local");
+  if (int rc; engines::reduce_local(c, in, inout, count, t, op, &rc)) return rc;
+  c.in(in, count, t);
+  c.inout(inout, count, t);
+  return c.blocking([&] { return LOOM_NEXT(MPI_Reduce_local)(in, inout, count, t, op); });
+}
+
+}  // extern "C"

@@ -1,0 +1,272 @@
+#include "mpi/coll_call.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "mpi/device_message.hpp"
+#include "mpi/errors.hpp"
+#include "mpi/requests.hpp"
+#include "mpi/runtime.hpp"
+#include "util/log.hpp"
+
+namespace loom::mpi {
+namespace {
+
+// What MPI says of a type, for the byte range a count of it touches.
+struct TypeExtent {
+  int64_t tlb = 0, text = 0, ext = 0, size = 0;
+};
+
+int type_extent(MPI_Datatype t, TypeExtent* out) {
+  if (t == MPI_DATATYPE_NULL) return MPI_ERR_TYPE;
+  MPI_Count tlb = 0, text = 0, lb = 0, ext = 0, size = 0;
+  if (PMPI_Type_get_true_extent_x(t, &tlb, &text) != MPI_SUCCESS ||
+      PMPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS ||
+      PMPI_Type_size_x(t, &size) != MPI_SUCCESS)
+    return MPI_ERR_TYPE;
+  *out = {tlb, text, ext, size};
+  return MPI_SUCCESS;
+}
+
+// Bytes [lo, hi) from the buffer that `count` elements at byte `base` touch.
+struct Range {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  int64_t bytes = 0;  // data bytes (type size x count) summed
+  bool empty() const { return lo >= hi; }
+  void add(const TypeExtent& e, int64_t count, int64_t base) {
+    if (count <= 0 || e.size <= 0) return;
+    const int64_t shift = (count - 1) * e.ext;
+    lo = std::min(lo, base + e.tlb + std::min<int64_t>(0, shift));
+    hi = std::max(hi, base + e.tlb + e.text + std::max<int64_t>(0, shift));
+    bytes += count * e.size;
+  }
+};
+
+// A buffer near address 0 with data to move: a null buffer with a nonzero
+// count (MPI_BOTTOM with absolute addresses lies far from it).
+bool null_data(const void* buf, const Range& r) {
+  return buf == nullptr && !r.empty() && r.lo < 4096;
+}
+
+}  // namespace
+
+Status MirrorSet::down() const {
+  for (const Entry& e : entries)
+    if (e.in) {
+      Status s = e.mover->copy_to_host(e.staged.host, e.user + e.lo, e.staged.bytes);
+      if (!s) return s;
+    }
+  return Status::ok();
+}
+
+Status MirrorSet::up() const {
+  for (const Entry& e : entries)
+    if (e.out) {
+      Status s = e.mover->copy_from_host(e.user + e.lo, e.staged.host, e.staged.bytes);
+      if (!s) return s;
+    }
+  return Status::ok();
+}
+
+Call::Call(MPI_Comm comm, const char* fn) : comm_(comm), fn_(fn) {
+  if (!runtime()) return;
+  active_ = true;
+  if (comm == MPI_COMM_NULL) {
+    fail(MPI_ERR_COMM, "null communicator");
+    return;
+  }
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) {
+    fail(MPI_ERR_COMM, "invalid communicator");
+    return;
+  }
+  inter_ = inter != 0;
+  PMPI_Comm_rank(comm, &rank_);
+  if (inter_)
+    PMPI_Comm_remote_size(comm, &size_);
+  else
+    PMPI_Comm_size(comm, &size_);
+}
+
+// Inter-communicators: their root and count rules differ, and Loom moves no
+// device data on them; host buffers go to the MPI untouched.
+void* Call::inter(void* buf) {
+  if (transport::memkind(buf) == transport::MemKind::kDevice)
+    fail(MPI_ERR_COMM, "device buffers on an inter-communicator are not supported");
+  return buf;
+}
+
+int Call::fail(int mpi_class, const char* what) {
+  if (err_ == MPI_SUCCESS) {
+    err_ = mpi_class;
+    err_what_ = what;
+  }
+  return mpi_class;
+}
+
+void* Call::add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out) {
+  void* b = const_cast<void*>(buf);
+  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
+  if (inter_) return inter(b);
+  if (count < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
+  if (type == MPI_DATATYPE_NULL) return fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL"), b;
+  if (count == 0) return b;
+  const bool dev = count <= INT_MAX ? on_device(buf, static_cast<int>(count), type)
+                                    : transport::memkind(buf) == transport::MemKind::kDevice;
+  if (!dev && buf != nullptr) return b;  // the common host case: no type queries
+  TypeExtent e;
+  if (int rc = type_extent(type, &e); rc != MPI_SUCCESS) return fail(rc, "invalid datatype"), b;
+  Range r;
+  r.add(e, count, 0);
+  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
+  if (!dev || r.empty()) return b;
+  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+}
+
+void* Call::add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
+                  bool in, bool out) {
+  void* b = const_cast<void*>(buf);
+  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
+  if (inter_) return inter(b);
+  if (n > 0 && (!counts || !displs)) return fail(MPI_ERR_ARG, "null counts or displacements"), b;
+  Range r;
+  TypeExtent e;
+  bool have_type = false;
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
+    if (counts[i] == 0) continue;
+    if (!have_type) {
+      if (int rc = type_extent(type, &e); rc != MPI_SUCCESS) return fail(rc, "invalid datatype"), b;
+      have_type = true;
+    }
+    r.add(e, counts[i], static_cast<int64_t>(displs[i]) * e.ext);
+  }
+  if (r.empty()) return b;
+  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
+  const auto* first = static_cast<const char*>(buf) + r.lo;
+  if (transport::memkind(buf) != transport::MemKind::kDevice &&
+      (buf == nullptr || transport::memkind(first) != transport::MemKind::kDevice))
+    return b;
+  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+}
+
+void* Call::add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
+                  const MPI_Datatype* types, bool in, bool out) {
+  void* b = const_cast<void*>(buf);
+  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
+  if (inter_) return inter(b);
+  if (n > 0 && (!counts || !displs || !types))
+    return fail(MPI_ERR_ARG, "null counts, displacements or types"), b;
+  Range r;
+  for (int i = 0; i < n; ++i) {
+    if (counts[i] < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
+    if (counts[i] == 0) continue;
+    TypeExtent e;
+    if (int rc = type_extent(types[i], &e); rc != MPI_SUCCESS)
+      return fail(rc, "invalid datatype"), b;
+    r.add(e, counts[i], displs[i]);
+  }
+  if (r.empty()) return b;
+  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
+  const auto* first = static_cast<const char*>(buf) + r.lo;
+  if (transport::memkind(buf) != transport::MemKind::kDevice &&
+      (buf == nullptr || transport::memkind(first) != transport::MemKind::kDevice))
+    return b;
+  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+}
+
+void* Call::mirror(const void* buf, int64_t lo, int64_t hi, bool dense, bool in, bool out) {
+  void* b = const_cast<void*>(buf);
+  Runtime* rt = runtime();
+  const auto bytes = static_cast<size_t>(hi - lo);
+  transport::Mover* mover = rt->mover_for(bytes);
+  if (!mover) return fail(MPI_ERR_BUFFER, "device buffer, but no GPU mover is available"), b;
+  auto s = mover->stage(bytes);
+  if (!s) return fail(error_class(s.status().code()), "no staging for a device buffer"), b;
+  if (!set_) set_ = std::make_shared<MirrorSet>();
+  MirrorSet::Entry e;
+  e.user = static_cast<char*>(b);
+  e.lo = lo;
+  e.hi = hi;
+  // An output with gaps goes down too: the MPI leaves the gaps alone, and
+  // the whole span comes back up.
+  e.in = in || (out && !dense);
+  e.out = out;
+  e.staged = std::move(s.value());
+  e.mover = mover;
+  set_->entries.push_back(std::move(e));
+  return set_->entries.back().host();
+}
+
+int Call::check_before_run() {
+  if (err_ != MPI_SUCCESS) {
+    LOOM_LOG(kError, kMpi, "%s: %s", fn_, err_what_);
+    return raise(comm_, err_, err_what_);
+  }
+  if (mirrored()) {
+    if (Status s = set_->down(); !s) return raise(comm_, s);
+  }
+  return MPI_SUCCESS;
+}
+
+int Call::blocking(const std::function<int()>& mpi) {
+  if (int rc = check_before_run(); rc != MPI_SUCCESS) return rc;
+  const int rc = mpi();
+  if (rc != MPI_SUCCESS || !mirrored()) return rc;
+  if (Status s = set_->up(); !s) return raise(comm_, s);
+  return rc;
+}
+
+int Call::nonblocking(MPI_Request* req, const std::function<int()>& mpi) {
+  if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
+  if (int rc = check_before_run(); rc != MPI_SUCCESS) return rc;
+  const int rc = mpi();
+  if (rc != MPI_SUCCESS || !mirrored()) return rc;
+  PendingOp op;
+  op.kind = PendingOp::Kind::kColl;
+  op.mirrors = set_;
+  runtime()->requests.add(*req, std::move(op));
+  return rc;
+}
+
+int Call::persistent(MPI_Request* req, const std::function<int()>& mpi) {
+  if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
+  if (err_ != MPI_SUCCESS) return check_before_run();
+  const int rc = mpi();  // nothing moves until MPI_Start
+  if (rc != MPI_SUCCESS || !mirrored()) return rc;
+  PendingOp op;
+  op.kind = PendingOp::Kind::kColl;
+  op.mirrors = set_;
+  runtime()->requests.add_persistent(*req, std::move(op));
+  return rc;
+}
+
+bool Call::neighbors(int* indegree, int* outdegree) {
+  if (!active_ || err_ != MPI_SUCCESS) return false;
+  if (int rc = neighbor_counts(comm_, indegree, outdegree); rc != MPI_SUCCESS)
+    return fail(rc, "a neighbour collective on a communicator without a topology"), false;
+  return true;
+}
+
+int neighbor_counts(MPI_Comm comm, int* indegree, int* outdegree) {
+  int topo = MPI_UNDEFINED;
+  if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return MPI_ERR_COMM;
+  if (topo == MPI_CART) {
+    int ndims = 0;
+    PMPI_Cartdim_get(comm, &ndims);
+    *indegree = *outdegree = 2 * ndims;
+  } else if (topo == MPI_GRAPH) {
+    int rank = 0, n = 0;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Graph_neighbors_count(comm, rank, &n);
+    *indegree = *outdegree = n;
+  } else if (topo == MPI_DIST_GRAPH) {
+    int weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, indegree, outdegree, &weighted);
+  } else {
+    return MPI_ERR_TOPOLOGY;
+  }
+  return MPI_SUCCESS;
+}
+
+}  // namespace loom::mpi

@@ -1,0 +1,130 @@
+// One interposed collective call and the buffers it was given. Each device
+// buffer gets a host mirror of the bytes its data spans (gaps included), so
+// the MPI's own collective runs on host memory with the caller's counts,
+// types and op: every collective, datatype and op (user-defined ones too)
+// is then the MPI's own semantics, and each rank decides for itself, so
+// ranks may mix host and device buffers freely. Faster engines (the
+// node-local one in src/coll) take over where every rank agrees to them.
+//
+//   Call c(comm, "MPI_Alltoall");
+//   c.in(s, c.size() * sc, st);  c.out(r, c.size() * rc, rt);   // s, r: now host mirrors
+//   return c.blocking([&] { return LOOM_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm); });
+//
+// Mirrors are pinned staging from the transport's movers; a nonblocking or
+// persistent call keeps them in its request's op until it completes.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "transport/mover.hpp"
+
+namespace loom::mpi {
+
+// The device buffers of one call, mirrored on the host.
+class MirrorSet {
+ public:
+  struct Entry {
+    char* user = nullptr;  // the caller's pointer
+    int64_t lo = 0;        // the data's bytes: [user + lo, user + hi)
+    int64_t hi = 0;
+    bool in = false;   // copied down before the MPI runs
+    bool out = false;  // copied back up once it is done
+    transport::Staged staged;
+    transport::Mover* mover = nullptr;
+    char* host() const { return static_cast<char*>(staged.host) - lo; }
+  };
+  std::vector<Entry> entries;
+  Status down() const;  // inputs (and outputs with gaps) to the host
+  Status up() const;    // outputs back to the device
+};
+
+class Call {
+ public:
+  Call(MPI_Comm comm, const char* fn);
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  bool active() const { return active_; }
+  int rank() const { return rank_; }
+  // Group size (the remote group's for an inter-communicator).
+  int size() const { return size_; }
+  MPI_Comm comm() const { return comm_; }
+  const char* fn() const { return fn_; }
+
+  // A buffer of `count` elements of `type`: buf is replaced by its host
+  // mirror when it is device memory. MPI_IN_PLACE and host buffers stay.
+  template <class P>
+  void in(P& buf, int64_t count, MPI_Datatype type) {
+    buf = static_cast<P>(add(buf, count, type, true, false));
+  }
+  template <class P>
+  void out(P& buf, int64_t count, MPI_Datatype type) {
+    buf = static_cast<P>(add(buf, count, type, false, true));
+  }
+  template <class P>
+  void inout(P& buf, int64_t count, MPI_Datatype type) {
+    buf = static_cast<P>(add(buf, count, type, true, true));
+  }
+  // The v and w forms: n blocks of counts[i] elements at displs[i] (in
+  // extents of type for v, in bytes with per-block types for w).
+  template <class P>
+  void v(P& buf, int n, const int* counts, const int* displs, MPI_Datatype type, bool in,
+         bool out) {
+    buf = static_cast<P>(add_v(buf, n, counts, displs, type, in, out));
+  }
+  template <class P>
+  void w(P& buf, int n, const int* counts, const MPI_Aint* displs, const MPI_Datatype* types,
+         bool in, bool out) {
+    buf = static_cast<P>(add_w(buf, n, counts, displs, types, in, out));
+  }
+
+  // Runs `mpi` (the MPI's collective, on the host mirrors): inputs go down
+  // first, outputs come back up after. Errors go through comm's handler.
+  int blocking(const std::function<int()>& mpi);
+  // The nonblocking form: `mpi` starts it; the outputs come up when *req completes.
+  int nonblocking(MPI_Request* req, const std::function<int()>& mpi);
+  // The persistent form: `mpi` is the MPI's _init; each MPI_Start copies
+  // the inputs down, each completion the outputs up.
+  int persistent(MPI_Request* req, const std::function<int()>& mpi);
+
+  // The neighbour counts of comm's topology; false (and the call fails
+  // with MPI_ERR_TOPOLOGY) when it has none, or when Loom is not active.
+  bool neighbors(int* indegree, int* outdegree);
+
+  // Some buffer of the call is device memory.
+  bool mirrored() const { return set_ && !set_->entries.empty(); }
+  // An argument error found while registering (0: none).
+  int error() const { return err_; }
+
+ private:
+  void* add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out);
+  void* add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
+              bool in, bool out);
+  void* add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
+              const MPI_Datatype* types, bool in, bool out);
+  // Mirrors [buf + lo, buf + hi) when its data is on the device.
+  void* mirror(const void* buf, int64_t lo, int64_t hi, bool dense, bool in, bool out);
+  void* inter(void* buf);
+  int fail(int mpi_class, const char* what);
+  int check_before_run();
+
+  MPI_Comm comm_;
+  const char* fn_;
+  bool active_ = false;
+  bool inter_ = false;
+  int rank_ = 0, size_ = 1;
+  int err_ = MPI_SUCCESS;
+  const char* err_what_ = nullptr;
+  std::shared_ptr<MirrorSet> set_;
+};
+
+// The neighbour counts of a topology communicator (MPI_ERR_TOPOLOGY when
+// it has none).
+int neighbor_counts(MPI_Comm comm, int* indegree, int* outdegree);
+
+}  // namespace loom::mpi

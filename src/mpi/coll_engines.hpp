@@ -1,0 +1,25 @@
+// The faster engines for blocking collectives on device buffers, tried
+// before the host mirrors. Each returns true when it ran the call (its
+// result in *rc), false when the mirrors must: the choice is made alike on
+// every rank of the communicator (it depends only on what all ranks agree
+// on), so no rank takes an engine its peers do not. `c` holds the call's
+// communicator; the buffers are the caller's own.
+#pragma once
+
+#include <mpi.h>
+
+#include "mpi/coll_call.hpp"
+
+namespace loom::mpi::engines {
+
+bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc);
+bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int* rc);
+bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+               MPI_Datatype rt, int* rc);
+bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+              int* rc);
+// Both buffers are this rank's: a GPU kernel reduces them, no agreement needed.
+bool reduce_local(Call& c, const void* in, void* inout, int count, MPI_Datatype t, MPI_Op op,
+                  int* rc);
+
+}  // namespace loom::mpi::engines
