@@ -3,15 +3,19 @@
 //   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
 //   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
 //   loom-bench pingpong [--quick]  device messages by each method vs the naive baseline (2 ranks)
+//   loom-bench coll [--quick] [--csv F]  collectives on device buffers vs user-level staging
 // Output is a Markdown table; docs/ keeps the committed results.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "bench_coll.hpp"
 #include "bench_pingpong.hpp"
 #include "classic_types.hpp"
 #include "loom/loom.h"
@@ -196,17 +200,26 @@ int bench_passthrough(bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "commit") && std::strcmp(argv[1], "pack") &&
-                   std::strcmp(argv[1], "passthrough") && std::strcmp(argv[1], "pingpong"))) {
-    std::fprintf(stderr, "usage: loom-bench commit|pack|passthrough|pingpong [--quick]\n");
+  const char* cmds[] = {"commit", "pack", "passthrough", "pingpong", "coll"};
+  if (argc < 2 || std::none_of(std::begin(cmds), std::end(cmds),
+                               [&](const char* c) { return std::strcmp(argv[1], c) == 0; })) {
+    std::fprintf(stderr,
+                 "usage: loom-bench commit|pack|passthrough|pingpong|coll [--quick] "
+                 "[--csv FILE]\n");
     return 2;
   }
-  bool quick = argc > 2 && std::strcmp(argv[2], "--quick") == 0;
+  bool quick = false;
+  const char* csv = nullptr;
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
+  }
   MPI_Init(&argc, &argv);
   loom_init();
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick)
+           : std::strcmp(argv[1], "coll") == 0     ? loom::tools::bench_coll(quick, csv)
                                                    : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();

@@ -44,6 +44,12 @@ int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
  * an unavailable method. For benchmarks and experiments. */
 int loom_set_method(const char* name);
 
+/* Switches how this rank's collectives on device buffers run, as
+ * LOOM_COLL_METHOD names them: "node", "mirror" or "auto". Every rank of a
+ * communicator must switch alike before its next collective. Returns
+ * MPI_SUCCESS, or MPI_ERR_ARG for an unknown name. For benchmarks. */
+int loom_set_coll_method(const char* name);
+
 /* Why a device message of `count` elements of `type` moves as it does: its
  * canonical form and kernel layout, the model's predicted one-way time of
  * each method (from loom-measure's profile; "no profile" without one) and

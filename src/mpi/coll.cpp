@@ -20,8 +20,10 @@
 // The persistent forms' names, where the MPI has them.
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
 #define LOOM_INIT_FN(Name) MPIX_##Name##_init
+#define LOOM_PINIT_FN(Name) PMPIX_##Name##_init
 #elif MPI_VERSION >= 4
 #define LOOM_INIT_FN(Name) MPI_##Name##_init
+#define LOOM_PINIT_FN(Name) PMPI_##Name##_init
 #endif
 #define LOOM_NEXT_OF(fn) LOOM_NEXT(fn)  // expands fn first
 #define LOOM_P(...) __VA_ARGS__
@@ -30,21 +32,26 @@ using loom::mpi::Call;
 namespace args = loom::mpi::args;
 namespace engines = loom::mpi::engines;
 
+// Each name must be the MPI's own (its PMPI_ twin exists), or the MPI's
+// function would be called instead, with device buffers.
 #define LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
+  static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");              \
   int MPI_##Name(LOOM_P params) {                                               \
     Call c(comm, "MPI_" #Name);                                                 \
     LOOM_P engine;                                                              \
     LOOM_P describe;                                                            \
     return c.blocking([&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); }); \
   }
-#define LOOM_NONBLOCKING(Name, params, call_args, describe)                                   \
-  int MPI_I##Name(LOOM_P params, MPI_Request* req) {                                          \
-    Call c(comm, "MPI_I" #Name);                                                              \
+#define LOOM_NONBLOCKING(IName, params, call_args, describe)                                  \
+  static_assert(sizeof(&PMPI_##IName) != 0, "not an MPI function");                           \
+  int MPI_##IName(LOOM_P params, MPI_Request* req) {                                          \
+    Call c(comm, "MPI_" #IName);                                                              \
     LOOM_P describe;                                                                          \
-    return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_I##Name)(LOOM_P call_args, req); }); \
+    return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, req); }); \
   }
 #ifdef LOOM_INIT_FN
 #define LOOM_PERSISTENT(Name, params, call_args, describe)                                   \
+  static_assert(sizeof(&LOOM_PINIT_FN(Name)) != 0, "not an MPI function");                   \
   int LOOM_INIT_FN(Name)(LOOM_P params, MPI_Info info, MPI_Request * req) {                  \
     Call c(comm, #Name "_init");                                                             \
     LOOM_P describe;                                                                         \
@@ -57,86 +64,91 @@ namespace engines = loom::mpi::engines;
 // All three forms of a collective. `engine` may finish a blocking call
 // (return) through a faster engine than the host mirrors; it sees the
 // caller's own buffers, before `describe` swaps in their mirrors.
-#define LOOM_COLLECTIVE(Name, params, call_args, describe, engine) \
-  LOOM_BLOCKING(Name, params, call_args, describe, engine)         \
-  LOOM_NONBLOCKING(Name, params, call_args, describe)              \
+#define LOOM_COLLECTIVE(Name, IName, params, call_args, describe, engine) \
+  LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
+  LOOM_NONBLOCKING(IName, params, call_args, describe)                    \
   LOOM_PERSISTENT(Name, params, call_args, describe)
 
 extern "C" {
 
-LOOM_COLLECTIVE(Bcast, (void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm),
+LOOM_COLLECTIVE(Bcast, Ibcast, (void* buf, int count, MPI_Datatype t, int root, MPI_Comm comm),
                 (buf, count, t, root, comm), (args::bcast(c, buf, count, t, root)),
                 (int rc; if (engines::bcast(c, buf, count, t, root, &rc)) return rc))
 
-LOOM_COLLECTIVE(
-    Reduce, (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm),
-    (s, r, count, t, op, root, comm), (args::reduce(c, s, r, count, t, c.rank() == root)), ())
+LOOM_COLLECTIVE(Reduce, Ireduce,
+                (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
+                 MPI_Comm comm),
+                (s, r, count, t, op, root, comm),
+                (args::reduce(c, s, r, count, t, c.rank() == root)),
+                (int rc; if (engines::reduce(c, s, r, count, t, op, root, &rc)) return rc))
 
-LOOM_COLLECTIVE(Allreduce,
+LOOM_COLLECTIVE(Allreduce, Iallreduce,
                 (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
                 (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)),
                 (int rc; if (engines::allreduce(c, s, r, count, t, op, &rc)) return rc))
 
-LOOM_COLLECTIVE(Reduce_scatter,
+LOOM_COLLECTIVE(Reduce_scatter, Ireduce_scatter,
                 (const void* s, void* r, const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm),
                 (s, r, rcs, t, op, comm), (args::reduce_scatter(c, s, r, rcs, t)), ())
 
-LOOM_COLLECTIVE(Reduce_scatter_block,
+LOOM_COLLECTIVE(Reduce_scatter_block, Ireduce_scatter_block,
                 (const void* s, void* r, int rc, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
-                (s, r, rc, t, op, comm), (args::reduce_scatter_block(c, s, r, rc, t)), ())
+                (s, r, rc, t, op, comm), (args::reduce_scatter_block(c, s, r, rc, t)),
+                (int err; if (engines::reduce_scatter_block(c, s, r, rc, t, op, &err)) return err))
 
-LOOM_COLLECTIVE(Scan, (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
+LOOM_COLLECTIVE(Scan, Iscan,
+                (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
                 (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)), ())
 
-LOOM_COLLECTIVE(Exscan,
+LOOM_COLLECTIVE(Exscan, Iexscan,
                 (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
                 (s, r, count, t, op, comm), (args::exscan(c, s, r, count, t)), ())
 
-LOOM_COLLECTIVE(Gather,
+LOOM_COLLECTIVE(Gather, Igather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::gather(c, s, sc, st, r, rc, rt, root)),
                 ())
 
-LOOM_COLLECTIVE(Gatherv,
+LOOM_COLLECTIVE(Gatherv, Igatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, root, comm),
                 (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)), ())
 
-LOOM_COLLECTIVE(Scatter,
+LOOM_COLLECTIVE(Scatter, Iscatter,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::scatter(c, s, sc, st, r, rc, rt, root)),
                 ())
 
-LOOM_COLLECTIVE(Scatterv,
+LOOM_COLLECTIVE(Scatterv, Iscatterv,
                 (const void* s, const int scs[], const int displs[], MPI_Datatype st, void* r,
                  int rc, MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, scs, displs, st, r, rc, rt, root, comm),
                 (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)), ())
 
-LOOM_COLLECTIVE(Allgather,
+LOOM_COLLECTIVE(Allgather, Iallgather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, comm),
                 (args::all_blocks(c, s, sc, st, r, int64_t{rc} * c.size(), rt)),
                 (int err; if (engines::allgather(c, s, sc, st, r, rc, rt, &err)) return err))
 
-LOOM_COLLECTIVE(Allgatherv,
+LOOM_COLLECTIVE(Allgatherv, Iallgatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, comm),
                 (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())), ())
 
-LOOM_COLLECTIVE(Alltoall,
+LOOM_COLLECTIVE(Alltoall, Ialltoall,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, comm),
                 (args::all_blocks(c, s, int64_t{sc} * c.size(), st, r, int64_t{rc} * c.size(), rt)),
                 (int err; if (engines::alltoall(c, s, sc, st, r, rc, rt, &err)) return err))
 
-LOOM_COLLECTIVE(Alltoallv,
+LOOM_COLLECTIVE(Alltoallv, Ialltoallv,
                 (const void* s, const int scs[], const int sdispls[], MPI_Datatype st, void* r,
                  const int rcs[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm),
                 (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
@@ -144,7 +156,7 @@ LOOM_COLLECTIVE(Alltoallv,
                 ())
 
 LOOM_COLLECTIVE(
-    Alltoallw,
+    Alltoallw, Ialltoallw,
     (const void* s, const int scs[], const int sdispls[], const MPI_Datatype sts[], void* r,
      const int rcs[], const int rdispls[], const MPI_Datatype rts[], MPI_Comm comm),
     (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
@@ -152,45 +164,45 @@ LOOM_COLLECTIVE(
      args::alltoallw(c, s, scs, sd.data(), sts, r, rcs, rd.data(), rts, c.size(), c.size())),
     ())
 
-LOOM_COLLECTIVE(Neighbor_allgather,
+LOOM_COLLECTIVE(Neighbor_allgather, Ineighbor_allgather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
-                     args::all_blocks(c, s, sc, st, r, int64_t{rc} * in, rt)),
+                     args::neighbor_blocks(c, s, sc, st, r, int64_t{rc} * in, rt)),
                 ())
 
-LOOM_COLLECTIVE(Neighbor_allgatherv,
+LOOM_COLLECTIVE(Neighbor_allgatherv, Ineighbor_allgatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
-                     args::allgatherv(c, s, sc, st, r, rcs, displs, rt, in)),
+                     args::allgatherv(c, s, sc, st, r, rcs, displs, rt, in, true)),
                 ())
 
-LOOM_COLLECTIVE(Neighbor_alltoall,
+LOOM_COLLECTIVE(Neighbor_alltoall, Ineighbor_alltoall,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
-                     args::all_blocks(c, s, int64_t{sc} * out, st, r, int64_t{rc} * in, rt)),
+                     args::neighbor_blocks(c, s, int64_t{sc} * out, st, r, int64_t{rc} * in, rt)),
                 ())
 
-LOOM_COLLECTIVE(Neighbor_alltoallv,
+LOOM_COLLECTIVE(Neighbor_alltoallv, Ineighbor_alltoallv,
                 (const void* s, const int scs[], const int sdispls[], MPI_Datatype st, void* r,
                  const int rcs[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm),
                 (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
-                     args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, out, in)),
+                     args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, out, in, true)),
                 ())
 
-LOOM_COLLECTIVE(Neighbor_alltoallw,
+LOOM_COLLECTIVE(Neighbor_alltoallw, Ineighbor_alltoallw,
                 (const void* s, const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[],
                  void* r, const int rcs[], const MPI_Aint rdispls[], const MPI_Datatype rts[],
                  MPI_Comm comm),
                 (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
-                     args::alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls, rts, out, in)),
+                     args::alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls, rts, out, in, true)),
                 ())
 
 // No communicator: errors go to MPI_COMM_WORLD's handler. Both buffers are

@@ -103,23 +103,32 @@ inline void all_blocks(Call& c, const void*& s, int64_t s_count, MPI_Datatype st
 }
 
 inline void allgatherv(Call& c, const void*& s, int sc, MPI_Datatype st, void*& r, const int* rcs,
-                       const int* displs, MPI_Datatype rt, int n) {
+                       const int* displs, MPI_Datatype rt, int n, bool keep = false) {
   if (s != MPI_IN_PLACE) c.in(s, sc, st);
-  c.v(r, n, rcs, displs, rt, s == MPI_IN_PLACE, true);
+  c.v(r, n, rcs, displs, rt, keep || s == MPI_IN_PLACE, true);
 }
 
 inline void alltoallv(Call& c, const void*& s, const int* scs, const int* sdispls, MPI_Datatype st,
                       void*& r, const int* rcs, const int* rdispls, MPI_Datatype rt, int n_out,
-                      int n_in) {
+                      int n_in, bool keep = false) {
   if (s != MPI_IN_PLACE) c.v(s, n_out, scs, sdispls, st, true, false);
-  c.v(r, n_in, rcs, rdispls, rt, s == MPI_IN_PLACE, true);
+  c.v(r, n_in, rcs, rdispls, rt, keep || s == MPI_IN_PLACE, true);
 }
 
 inline void alltoallw(Call& c, const void*& s, const int* scs, const MPI_Aint* sdispls,
                       const MPI_Datatype* sts, void*& r, const int* rcs, const MPI_Aint* rdispls,
-                      const MPI_Datatype* rts, int n_out, int n_in) {
+                      const MPI_Datatype* rts, int n_out, int n_in, bool keep = false) {
   if (s != MPI_IN_PLACE) c.w(s, n_out, scs, sdispls, sts, true, false);
-  c.w(r, n_in, rcs, rdispls, rts, s == MPI_IN_PLACE, true);
+  c.w(r, n_in, rcs, rdispls, rts, keep || s == MPI_IN_PLACE, true);
+}
+
+// The neighbour collectives leave the blocks of MPI_PROC_NULL neighbours
+// (edges of a non-periodic grid) as they were, so their receive buffers go
+// down too (`keep` in the v and w forms).
+inline void neighbor_blocks(Call& c, const void*& s, int64_t s_count, MPI_Datatype st, void*& r,
+                            int64_t r_count, MPI_Datatype rt) {
+  c.in(s, s_count, st);
+  c.inout(r, r_count, rt);
 }
 
 // Alltoallw takes byte displacements as int; the neighbour form as MPI_Aint.

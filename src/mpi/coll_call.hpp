@@ -54,6 +54,7 @@ class Call {
   // Group size (the remote group's for an inter-communicator).
   int size() const { return size_; }
   MPI_Comm comm() const { return comm_; }
+  bool inter_comm() const { return inter_; }
   const char* fn() const { return fn_; }
 
   // A buffer of `count` elements of `type`: buf is replaced by its host

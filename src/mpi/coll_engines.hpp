@@ -14,6 +14,10 @@ namespace loom::mpi::engines {
 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc);
 bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int* rc);
+bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
+            int* rc);
+bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op,
+                          int* rc);
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                MPI_Datatype rt, int* rc);
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,

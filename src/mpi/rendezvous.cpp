@@ -130,6 +130,16 @@ int Rendezvous::world_rank(MPI_Comm comm, int rank) {
   return w;
 }
 
+bool Rendezvous::all_on_node(MPI_Comm comm) {
+  const std::vector<int>* ranks = world_ranks(comm);
+  const int mine = node_of_[static_cast<size_t>(world_rank_)];
+  for (int w : *ranks)
+    if (w < 0 || static_cast<size_t>(w) >= node_of_.size() ||
+        node_of_[static_cast<size_t>(w)] != mine)
+      return false;
+  return true;
+}
+
 int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
   const int w = world_rank(comm, rank);
   if (w < 0 || w == world_rank_) return -1;

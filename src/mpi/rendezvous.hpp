@@ -68,6 +68,11 @@ class Rendezvous {
 
   // The device method is on (memory is lent); pipelined chunks are on.
   bool lends() const { return mem_ != nullptr; }
+  // The memory ranks of a node lend each other (null when the method is off),
+  // shared with the node-local collectives.
+  transport::PeerMemory* memory() const { return mem_.get(); }
+  // Every rank of comm (an intra-communicator) is a process of this node.
+  bool all_on_node(MPI_Comm comm);
   size_t chunk_bytes() const { return chunk_; }
 
   // World rank of `rank` of comm, or -1.

@@ -203,6 +203,22 @@ transport::Mover* Runtime::gpu(transport::Method m) {
   return slot.get();
 }
 
+coll::Reducer* Runtime::reducer() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!reducer_ && host_as_device_) reducer_ = coll::make_host_reducer();
+  if (!reducer_ && !reducer_failed_) {
+    auto made = coll::make_gpu_reducer();
+    if (made) {
+      reducer_ = std::move(made.value());
+    } else {
+      reducer_failed_ = true;
+      LOOM_WARN(kTransport, "no GPU reducer (%s): reductions on device buffers go to the MPI",
+                made.status().message().c_str());
+    }
+  }
+  return reducer_.get();
+}
+
 transport::Mover* Runtime::mover_for(size_t bytes) {
   const Choice c = choice_.load(std::memory_order_relaxed);
   const bool oneshot = c == Choice::kOneShot || (c == Choice::kAuto && bytes <= kOneShotMax);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "coll/node_engine.hpp"
 #include "model/cost.hpp"
 #include "mpi/probed.hpp"
 #include "mpi/rendezvous.hpp"
@@ -44,6 +45,9 @@ class Runtime {
   transport::Mover* mover(transport::Method m);
   // The mover for plain copies and whole spans of `bytes`.
   transport::Mover* mover_for(size_t bytes);
+  // The node-local collectives' reductions: GPU kernels (made on first use),
+  // or the host fold in the host test mode; null when none can be made.
+  coll::Reducer* reducer();
   // Reads loom-measure's profile for this machine (at loom_init); `announce`:
   // this rank says what it found.
   void load_model(bool announce);
@@ -77,6 +81,8 @@ class Runtime {
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;
   bool gpu_failed_ = false;
+  std::unique_ptr<coll::Reducer> reducer_;
+  bool reducer_failed_ = false;
   std::unique_ptr<model::Model> model_;  // set at loom_init, before publishing
   model::ChoiceCache choices_;
 };

@@ -207,6 +207,18 @@ class GpuMover final : public Mover {
     return cuda_status(cudaStreamSynchronize(stream_), "unpack");
   }
 
+  // One kernel per block, each reading its source where it lies (a peer's
+  // segment on this GPU, or over the link), then one wait.
+  Status unpack_batch(const Message& m, const std::vector<const void*>& src,
+                      const std::vector<void*>& dst, size_t bytes) override {
+    if (bytes == 0 || m.bytes == 0 || src.empty()) return Status::ok();
+    if (static_cast<int64_t>(bytes) != m.bytes) return Mover::unpack_batch(m, src, dst, bytes);
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    for (size_t i = 0; i < src.size(); ++i)
+      LOOM_TRY(pack::gpu_unpack(*gl.value(), src[i], dst[i], stream_));
+    return cuda_status(cudaStreamSynchronize(stream_), "unpack");
+  }
   Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
     auto l = scratch_lease(received);
@@ -222,6 +234,11 @@ class GpuMover final : public Mover {
   }
   Status copy_from_host(void* user, const void* host, size_t bytes) override {
     return cuda_status(cudaMemcpy(user, host, bytes, cudaMemcpyDefault), "copy from host");
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::ok();
+    LOOM_TRY(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy"));
+    return cuda_status(cudaStreamSynchronize(stream_), "copy");
   }
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
 

@@ -74,6 +74,12 @@ Status host_unpack_received(const Message& m, const void* packed, size_t receive
   return Status::ok();
 }
 
+Status Mover::unpack_batch(const Message& m, const std::vector<const void*>& src,
+                           const std::vector<void*>& dst, size_t bytes) {
+  for (size_t i = 0; i < src.size(); ++i) LOOM_TRY(unpack_from(m, src[i], bytes, dst[i]));
+  return Status::ok();
+}
+
 namespace {
 
 class HostMover final : public Mover {
@@ -122,6 +128,10 @@ class HostMover final : public Mover {
   }
   Status copy_from_host(void* user, const void* host, size_t bytes) override {
     std::memcpy(user, host, bytes);
+    return Status::ok();
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
     return Status::ok();
   }
   size_t bytes_in_use() const override { return in_use_.load(); }

@@ -61,6 +61,11 @@ class Mover {
   virtual Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) {
     return unpack_from(m, src, received, user);
   }
+  // Unpacks `bytes` packed bytes (whole elements of m) from each src[i]
+  // into dst[i], all issued before one wait: the many blocks of a
+  // collective cost one synchronisation. Sources may be peers' segments.
+  virtual Status unpack_batch(const Message& m, const std::vector<const void*>& src,
+                              const std::vector<void*>& dst, size_t bytes);
   // Pipelined transfers of large staged messages. pack_chunked packs m and
   // hands each chunk of the packed bytes (`chunk` long, the last shorter) to
   // `ready` as soon as it is in host memory, so sending one chunk overlaps
@@ -78,6 +83,9 @@ class Mover {
   // cannot read (their whole span goes through the host).
   virtual Status copy_to_host(void* host, const void* user, size_t bytes) = 0;
   virtual Status copy_from_host(void* user, const void* host, size_t bytes) = 0;
+  // A plain copy between any two buffers the mover's engine reaches (device
+  // memory, a peer's segment, host memory); done when it returns.
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
   // Bytes of staging and scratch handed out and not yet returned.
   virtual size_t bytes_in_use() const = 0;
 };

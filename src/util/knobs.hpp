@@ -17,6 +17,11 @@ namespace loom {
     "comma list of subsystems to log: type,pack,model,transport,mpi or all")                \
   X(method, "LOOM_METHOD", "auto",                                                          \
     "how device messages move: device|oneshot|staged|auto (all ranks alike)")               \
+  X(coll_method, "LOOM_COLL_METHOD", "auto",                                                \
+    "how collectives on device buffers run: node (the node-local engine, where every rank " \
+    "can)|mirror (the MPI's own on host mirrors)|auto (all ranks alike)")                   \
+  X(coll_node_min, "LOOM_COLL_NODE_MIN", "65536",                                           \
+    "auto: smallest collective (bytes each rank receives) for the node-local engine")       \
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                        \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")    \

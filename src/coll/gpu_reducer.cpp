@@ -1,0 +1,36 @@
+// The node engine's reducer on the GPU: the fold kernels of reduce_gpu.hpp
+// on a stream of its own, which (created blocking) starts after work the
+// application queued on the legacy default stream.
+#include <cuda_runtime_api.h>
+
+#include "coll/node_engine.hpp"
+#include "coll/reduce_gpu.hpp"
+
+namespace loom::coll {
+namespace {
+
+class GpuReducer final : public Reducer {
+ public:
+  explicit GpuReducer(cudaStream_t s) : stream_(s) {}
+  ~GpuReducer() override { cudaStreamDestroy(stream_); }
+  Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
+                size_t count) override {
+    return gpu_reduce_sync(op, b, in, n, out, count, stream_);
+  }
+
+ private:
+  cudaStream_t stream_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Reducer>> make_gpu_reducer() {
+  cudaStream_t s = nullptr;
+  if (cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamDefault); e != cudaSuccess) {
+    cudaGetLastError();
+    return Status(Err::kCuda, std::string("reducer stream: ") + cudaGetErrorString(e));
+  }
+  return std::unique_ptr<Reducer>(std::make_unique<GpuReducer>(s));
+}
+
+}  // namespace loom::coll

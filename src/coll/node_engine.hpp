@@ -1,0 +1,85 @@
+// The node-local collective engine: every rank of a communicator that lives
+// on one node packs its contribution into a segment of memory it lends to
+// the others (CUDA IPC on a GPU, shared memory in the host test mode), the
+// ranks swap the segments' handles with one small host allgather, and each
+// rank then pulls what it needs straight out of its peers' segments, GPU to
+// GPU, unpacking into its own layout (derived types included) or reducing
+// with GPU kernels. A last allreduce says that every rank has finished
+// reading, and agrees on the outcome.
+//
+//   rank r:  pack -> segment r ─┐  allgather   ┌─> read segments 0..n-1
+//                               └─ handles ────┘   (unpack / reduce) -> recvbuf
+//            allreduce(err): everyone done reading; segments go back
+//
+// The allgather doubles as the agreement: a rank that cannot take part
+// (host buffer, a type Loom cannot read, no memory) says so there, and then
+// every rank declines alike and the caller falls back to the MPI's own
+// collective on host mirrors. Callers must only enter on conditions every
+// rank evaluates alike (message size, communicator, settings).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+#include "coll/reduce_op.hpp"
+#include "transport/mover.hpp"
+#include "transport/peer_memory.hpp"
+#include "util/status.hpp"
+
+namespace loom::coll {
+
+// Reduces n inputs into out in the fixed order in[0] op in[1] op ... (on the
+// GPU, or on the host in the test mode); done when it returns.
+class Reducer {
+ public:
+  virtual ~Reducer() = default;
+  virtual Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
+                        size_t count) = 0;
+};
+std::unique_ptr<Reducer> make_host_reducer();
+// On the current device (needs a CUDA build and a GPU).
+Result<std::unique_ptr<Reducer>> make_gpu_reducer();
+
+struct NodeEnv {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0, size = 0;
+  transport::PeerMemory* mem = nullptr;
+  transport::Mover* mover = nullptr;
+  Reducer* reducer = nullptr;
+};
+
+// A buffer and Loom's view of what it holds; `msg.form` null: this rank
+// cannot take part (the call declines on every rank).
+struct Part {
+  transport::Message msg;
+  void* user = nullptr;
+  bool ok() const { return msg.form != nullptr && user != nullptr; }
+};
+
+enum class Outcome { kDone, kDeclined, kFailed };
+
+// Alltoall: `send` holds n blocks (the block for rank p is the p-th
+// n-th of it), `recv` n blocks of `recv_block` (one element count), the
+// p-th from rank p. In place: send.user null, send taken from recv.
+Outcome alltoall(const NodeEnv& e, Part send, const Part& recv_block, int64_t recv_stride);
+// Allgather: `send` is this rank's block (null user: in place, the block is
+// recv's r-th); every rank's lands at recv + p * recv_stride.
+Outcome allgather(const NodeEnv& e, Part send, const Part& recv_block, int64_t recv_stride);
+// Bcast from root: root's `buf` goes to every other rank's.
+Outcome bcast(const NodeEnv& e, const Part& buf, int root);
+// Allreduce of `count` contiguous elements of basic type b: every rank
+// folds all ranks' inputs in rank order, so all get the same bits. `in`
+// null: in place (the input is `out`).
+Outcome allreduce(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
+                  bool can);
+// Reduce to `root` (only its `out` is written), the same fold.
+Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
+               bool can, int root);
+// Reduce_scatter_block: each rank's input holds n blocks of `count`; rank r
+// gets the fold of every rank's r-th block in `out`. `in` null: in place (the
+// input is `out`, the result its first block).
+Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
+                             Basic b, bool can);
+
+}  // namespace loom::coll

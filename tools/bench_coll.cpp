@@ -1,0 +1,251 @@
+// loom-bench coll: collectives on device buffers, Loom (auto, the node-local
+// engine, the MPI's own collective on host mirrors) beside what a user
+// without a GPU-aware MPI writes: *user-level* (copy the whole send buffer
+// to pinned host memory, the host MPI's collective, copy the result back)
+// and, for all-to-all, *send-recv* (MPI_Isend/Irecv of each device block
+// through Loom's point-to-point). The bound is the GPU's own copy rate:
+// all ranks' received bytes copied once device to device (the ranks share
+// the GPU under MPS; with a GPU each it is a lower bound still). Times are
+// the median over iterations of the slowest rank's time.
+#include "bench_coll.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#ifdef LOOM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "loom/loom.h"
+
+namespace loom::tools {
+namespace {
+
+int g_rank = 0, g_size = 1;
+
+// Median of the slowest rank's seconds per call.
+double timed(int reps, const std::function<void()>& fn) {
+  std::vector<double> t;
+  for (int i = -2; i < reps; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count(), all;
+    MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (i >= 0) t.push_back(all);
+  }
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+int reps_for(size_t bytes) {
+  return bytes >= (size_t{64} << 20) ? 5 : bytes >= (size_t{4} << 20) ? 10 : 30;
+}
+
+// The GPU's device-to-device copy rate (bytes/s) for copies of `bytes`.
+double d2d_rate(size_t bytes) {
+  void *a = nullptr, *b = nullptr;
+  cudaMalloc(&a, bytes);
+  cudaMalloc(&b, bytes);
+  auto t = std::chrono::steady_clock::now();
+  const int n = 10;
+  for (int i = 0; i < n; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+  cudaDeviceSynchronize();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  cudaFree(a);
+  cudaFree(b);
+  return static_cast<double>(bytes) * n / s;
+}
+
+struct Bufs {
+  void *dsend = nullptr, *drecv = nullptr, *hsend = nullptr, *hrecv = nullptr;
+  size_t send_bytes, recv_bytes;
+  Bufs(size_t s, size_t r) : send_bytes(s), recv_bytes(r) {
+    cudaMalloc(&dsend, s);
+    cudaMalloc(&drecv, r);
+    cudaMallocHost(&hsend, s);
+    cudaMallocHost(&hrecv, r);
+    cudaMemset(dsend, 1, s);
+    cudaMemset(drecv, 0, r);
+    cudaDeviceSynchronize();
+  }
+  ~Bufs() {
+    cudaFree(dsend);
+    cudaFree(drecv);
+    cudaFreeHost(hsend);
+    cudaFreeHost(hrecv);
+  }
+  // User-level: the whole send buffer down, `host` on the copies, the result up.
+  void user_level(const std::function<void(void*, void*)>& host) {
+    cudaMemcpy(hsend, dsend, send_bytes, cudaMemcpyDeviceToHost);
+    host(hsend, hrecv);
+    cudaMemcpy(drecv, hrecv, recv_bytes, cudaMemcpyHostToDevice);
+  }
+};
+
+struct Row {
+  std::string op;
+  size_t bytes;  // each rank receives
+  double aut, node, mirror, user, sendrecv, bound;
+};
+
+void print(const std::vector<Row>& rows, FILE* csv) {
+  if (g_rank != 0) return;
+  std::printf(
+      "\n| collective | bytes/rank | Loom auto us | node engine us | mirrors us | user-level us "
+      "| send-recv us | bound us | auto vs user | auto vs send-recv | %% of bound |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Row& r : rows) {
+    char sr[32] = "-", vs_sr[32] = "-";
+    if (r.sendrecv > 0) {
+      std::snprintf(sr, sizeof sr, "%.1f", r.sendrecv * 1e6);
+      std::snprintf(vs_sr, sizeof vs_sr, "%.2fx", r.sendrecv / r.aut);
+    }
+    std::printf("| %s | %zu | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2fx | %s | %.0f%% |\n",
+                r.op.c_str(), r.bytes, r.aut * 1e6, r.node * 1e6, r.mirror * 1e6, r.user * 1e6, sr,
+                r.bound * 1e6, r.user / r.aut, vs_sr, 100 * r.bound / r.aut);
+    if (csv)
+      std::fprintf(csv, "%s,%d,%zu,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", r.op.c_str(), g_size, r.bytes,
+                   r.aut, r.node, r.mirror, r.user, r.sendrecv > 0 ? r.sendrecv : 0, r.bound);
+  }
+  std::fflush(stdout);
+}
+
+// Loom's three ways of one call, forced in turn.
+void loom_modes(Row& row, int reps, const std::function<void()>& fn) {
+  loom_set_coll_method("auto");
+  row.aut = timed(reps, fn);
+  loom_set_coll_method("node");
+  row.node = timed(reps, fn);
+  loom_set_coll_method("mirror");
+  row.mirror = timed(reps, fn);
+  loom_set_coll_method("auto");
+}
+
+}  // namespace
+
+int bench_coll(bool quick, const char* csv_path) {
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const int n = g_size;
+  const double rate = d2d_rate(size_t{256} << 20);
+  FILE* csv = nullptr;
+  if (g_rank == 0 && csv_path) {
+    csv = std::fopen(csv_path, "w");
+    if (csv) std::fprintf(csv, "op,ranks,bytes,auto,node,mirror,user,sendrecv,bound\n");
+  }
+  if (g_rank == 0)
+    std::printf("loom-bench coll: %d ranks; device-to-device copy rate %.0f GB/s\n", n, rate / 1e9);
+  const size_t top = quick ? (size_t{4} << 20) : (size_t{16} << 20);
+  std::vector<Row> rows;
+
+  // Alltoall: `per` bytes to and from each peer.
+  for (size_t per = 1024; per <= top; per *= 4) {
+    Bufs b(per * n, per * n);
+    const int c = static_cast<int>(per);
+    Row row{"Alltoall", per * n, 0, 0, 0, 0, 0, static_cast<double>(per * n) * n / rate};
+    loom_modes(row, reps_for(per * n),
+               [&] { MPI_Alltoall(b.dsend, c, MPI_BYTE, b.drecv, c, MPI_BYTE, MPI_COMM_WORLD); });
+    row.user = timed(reps_for(per * n), [&] {
+      b.user_level(
+          [&](void* s, void* r) { MPI_Alltoall(s, c, MPI_BYTE, r, c, MPI_BYTE, MPI_COMM_WORLD); });
+    });
+    row.sendrecv = timed(reps_for(per * n), [&] {
+      std::vector<MPI_Request> q(2 * n);
+      for (int p = 0; p < n; ++p)
+        MPI_Irecv(static_cast<char*>(b.drecv) + p * per, c, MPI_BYTE, p, 7, MPI_COMM_WORLD, &q[p]);
+      for (int p = 0; p < n; ++p)
+        MPI_Isend(static_cast<char*>(b.dsend) + p * per, c, MPI_BYTE, p, 7, MPI_COMM_WORLD,
+                  &q[n + p]);
+      MPI_Waitall(2 * n, q.data(), MPI_STATUSES_IGNORE);
+    });
+    rows.push_back(row);
+  }
+  print(rows, csv);
+  rows.clear();
+
+  // Allreduce (float sum), Bcast, Allgather, Reduce_scatter_block.
+  const size_t big = quick ? (size_t{16} << 20) : (size_t{256} << 20);
+  for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
+    const int count = static_cast<int>(bytes / sizeof(float));
+    const int reps = reps_for(bytes);
+    {
+      Bufs b(bytes, bytes);
+      Row row{"Allreduce float sum", bytes, 0, 0, 0, 0, 0, static_cast<double>(bytes) * n / rate};
+      loom_modes(row, reps, [&] {
+        MPI_Allreduce(b.dsend, b.drecv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      });
+      row.user = timed(reps, [&] {
+        b.user_level([&](void* s, void* r) {
+          MPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        });
+      });
+      rows.push_back(row);
+    }
+    {
+      Bufs b(bytes, bytes);
+      Row row{"Bcast", bytes, 0, 0, 0, 0, 0, static_cast<double>(bytes) * (n - 1) / rate};
+      loom_modes(row, reps, [&] { MPI_Bcast(b.drecv, count, MPI_FLOAT, 0, MPI_COMM_WORLD); });
+      row.user = timed(reps, [&] {  // the root copies down, the others copy up
+        if (g_rank == 0) cudaMemcpy(b.hrecv, b.drecv, bytes, cudaMemcpyDeviceToHost);
+        MPI_Bcast(b.hrecv, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        if (g_rank != 0) cudaMemcpy(b.drecv, b.hrecv, bytes, cudaMemcpyHostToDevice);
+      });
+      rows.push_back(row);
+    }
+    if (bytes % n == 0 || bytes >= 4096) {
+      const size_t blk = bytes / n / sizeof(float) * sizeof(float);
+      const int bc = static_cast<int>(blk / sizeof(float));
+      if (blk > 0) {
+        Bufs b(blk, blk * n);
+        Row row{"Allgather", blk * n, 0, 0, 0, 0, 0, static_cast<double>(blk * n) * n / rate};
+        loom_modes(row, reps, [&] {
+          MPI_Allgather(b.dsend, bc, MPI_FLOAT, b.drecv, bc, MPI_FLOAT, MPI_COMM_WORLD);
+        });
+        row.user = timed(reps, [&] {
+          b.user_level([&](void* s, void* r) {
+            MPI_Allgather(s, bc, MPI_FLOAT, r, bc, MPI_FLOAT, MPI_COMM_WORLD);
+          });
+        });
+        rows.push_back(row);
+      }
+      if (blk > 0) {
+        Bufs b(blk * n, blk);
+        Row row{"Reduce_scatter_block float sum",       blk, 0, 0, 0, 0, 0,
+                static_cast<double>(blk * n) * n / rate};
+        loom_modes(row, reps, [&] {
+          MPI_Reduce_scatter_block(b.dsend, b.drecv, bc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        });
+        row.user = timed(reps, [&] {
+          b.user_level([&](void* s, void* r) {
+            MPI_Reduce_scatter_block(s, r, bc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          });
+        });
+        rows.push_back(row);
+      }
+    }
+  }
+  print(rows, csv);
+  if (csv) std::fclose(csv);
+  return 0;
+}
+
+}  // namespace loom::tools
+
+#else
+
+namespace loom::tools {
+int bench_coll(bool, const char*) {
+  std::fprintf(stderr, "loom-bench coll needs a CUDA build\n");
+  return 1;
+}
+}  // namespace loom::tools
+
+#endif
