@@ -20,7 +20,7 @@ namespace loom {
   X(coll_method, "LOOM_COLL_METHOD", "auto",                                                \
     "how collectives on device buffers run: node (the node-local engine, where every rank " \
     "can)|mirror (the MPI's own on host mirrors)|auto (all ranks alike)")                   \
-  X(coll_node_min, "LOOM_COLL_NODE_MIN", "65536",                                           \
+  X(coll_node_min, "LOOM_COLL_NODE_MIN", "32768",                                           \
     "auto: smallest collective (bytes each rank receives) for the node-local engine")       \
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                        \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
