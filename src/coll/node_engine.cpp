@@ -119,7 +119,7 @@ Outcome alltoall(const NodeEnv& e, Part send, const Part& recv_block, int64_t re
   Exchange x(e);
   const auto blk = static_cast<size_t>(recv_block.msg.bytes);
   const size_t total = blk * static_cast<size_t>(e.size);
-  const Part src = send.user ? send : whole(recv_block, e.size);  // in place: recv's blocks
+  const Part src = send.in_place ? whole(recv_block, e.size) : send;
   if (!recv_block.ok() || !src.ok() || static_cast<size_t>(src.msg.bytes) != total) x.decline();
   if (char* seg = x.lend(total)) x.check(e.mover->pack_to(src.msg, src.user, seg));
   if (!x.swap()) return Outcome::kDeclined;
@@ -130,14 +130,14 @@ Outcome allgather(const NodeEnv& e, Part send, const Part& recv_block, int64_t r
   Exchange x(e);
   const auto blk = static_cast<size_t>(recv_block.msg.bytes);
   Part src = send;
-  if (!send.user) {  // in place: this rank's block of recv
+  if (send.in_place) {  // this rank's block of recv
     src = recv_block;
     src.user = block(recv_block.user, e.rank, recv_stride);
   }
   if (!recv_block.ok() || !src.ok() || static_cast<size_t>(src.msg.bytes) != blk) x.decline();
   if (char* seg = x.lend(blk)) x.check(e.mover->pack_to(src.msg, src.user, seg));
   if (!x.swap()) return Outcome::kDeclined;
-  return x.finish(x.pull(recv_block, send.user ? -1 : e.rank, 0, recv_stride));
+  return x.finish(x.pull(recv_block, send.in_place ? e.rank : -1, 0, recv_stride));
 }
 
 Outcome bcast(const NodeEnv& e, const Part& buf, int root) {

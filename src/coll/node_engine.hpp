@@ -54,6 +54,7 @@ struct NodeEnv {
 struct Part {
   transport::Message msg;
   void* user = nullptr;
+  bool in_place = false;  // MPI_IN_PLACE: the data is in the receive buffer
   bool ok() const { return msg.form != nullptr && user != nullptr; }
 };
 
@@ -61,10 +62,10 @@ enum class Outcome { kDone, kDeclined, kFailed };
 
 // Alltoall: `send` holds n blocks (the block for rank p is the p-th
 // n-th of it), `recv` n blocks of `recv_block` (one element count), the
-// p-th from rank p. In place: send.user null, send taken from recv.
+// p-th from rank p. In place (send.in_place), send is taken from recv.
 Outcome alltoall(const NodeEnv& e, Part send, const Part& recv_block, int64_t recv_stride);
-// Allgather: `send` is this rank's block (null user: in place, the block is
-// recv's r-th); every rank's lands at recv + p * recv_stride.
+// Allgather: `send` is this rank's block (in place: recv's r-th); every
+// rank's lands at recv + p * recv_stride.
 Outcome allgather(const NodeEnv& e, Part send, const Part& recv_block, int64_t recv_stride);
 // Bcast from root: root's `buf` goes to every other rank's.
 Outcome bcast(const NodeEnv& e, const Part& buf, int root);

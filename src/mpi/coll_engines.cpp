@@ -59,14 +59,15 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   return true;
 }
 
-// A device buffer of `count` elements as the engine takes it: no user for
-// MPI_IN_PLACE; no message (this rank declines) for host memory or a type
-// Loom does not read.
+// A device buffer of `count` elements as the engine takes it; no message
+// (this rank declines) for host memory, a null buffer or a type Loom does
+// not read.
 // `keep` holds the type's entry while the part is in use.
 coll::Part part(const void* buf, int64_t count, MPI_Datatype t, TypeRegistry::Entry* keep,
                 int64_t* extent = nullptr) {
   coll::Part p;
-  if (buf == MPI_IN_PLACE) return p;
+  p.in_place = buf == MPI_IN_PLACE;
+  if (p.in_place) return p;
   p.user = const_cast<void*>(buf);
   if (count < 0 || count > INT32_MAX) return p;
   auto e = runtime()->types.lookup(t);
@@ -97,7 +98,8 @@ struct Fold {
        bool out_here) {
     in = s == MPI_IN_PLACE ? nullptr : s;
     can = in_count >= 0 && out_count >= 0 && coll::reduce_of(o, t, &op, &basic) &&
-          coll::reduce_defined(op, basic) && (!in || on_device(in, in_count, t)) &&
+          coll::reduce_defined(op, basic) &&
+          (s == MPI_IN_PLACE || (s && on_device(s, in_count, t))) &&
           (!out_here || on_device(r, out_count, t)) && (in || out_here);
     count = can ? static_cast<size_t>(out_count) : 0;
   }
@@ -119,6 +121,7 @@ bool settle(const Call& c, coll::Outcome o, int* rc) {
 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
+  if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   TypeRegistry::Entry keep;
   return settle(c, coll::bcast(env, part(buf, count, t, &keep), root), rc);
@@ -134,6 +137,7 @@ bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
 bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
             int* rc) {
   coll::NodeEnv env;
+  if (root < 0 || root >= c.size()) return false;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, c.rank() == root);
   return settle(c, coll::reduce(env, f.in, r, f.count, f.op, f.basic, f.can, root), rc);

@@ -35,13 +35,22 @@ struct FoldArgs {
   uint64_t nvec;   // kVector: 16-byte vectors after them
 };
 
+// Byte by byte: nvcc lowers a device memcpy of sizeof(T) bytes to one
+// T-wide access even where the pointer is not aligned to T (seen on an
+// H200: a misaligned-address fault, or a store one byte early).
+template <size_t N>
+__device__ __forceinline__ void copy_bytes(char* dst, const char* src) {
+#pragma unroll
+  for (size_t i = 0; i < N; ++i) dst[i] = src[i];
+}
+
 template <class T>
 __device__ __forceinline__ T load_elem(const char* p, bool aligned) {
   T v;
   if (aligned)
     v = *reinterpret_cast<const T*>(p);
   else
-    memcpy(&v, p, sizeof(T));
+    copy_bytes<sizeof(T)>(reinterpret_cast<char*>(&v), p);
   return v;
 }
 
@@ -54,14 +63,14 @@ __device__ __forceinline__ void store_elem(char* p, const T& v, bool aligned) {
       q->v = v.v;
       q->k = v.k;
     } else {
-      memcpy(p + offsetof(T, v), &v.v, sizeof v.v);
-      memcpy(p + offsetof(T, k), &v.k, sizeof v.k);
+      copy_bytes<sizeof v.v>(p + offsetof(T, v), reinterpret_cast<const char*>(&v.v));
+      copy_bytes<sizeof v.k>(p + offsetof(T, k), reinterpret_cast<const char*>(&v.k));
     }
   } else {
     if (aligned)
       *reinterpret_cast<T*>(p) = v;
     else
-      memcpy(p, &v, sizeof(T));
+      copy_bytes<sizeof(T)>(p, reinterpret_cast<const char*>(&v));
   }
 }
 
