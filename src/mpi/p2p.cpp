@@ -1,5 +1,6 @@
 // Point-to-point calls: MPI_Send, MPI_Ssend, MPI_Recv, MPI_Isend,
-// MPI_Issend, MPI_Irecv, MPI_Sendrecv. Host buffers go straight to the MPI;
+// MPI_Issend, MPI_Irecv, MPI_Sendrecv. Host buffers go straight to the MPI,
+// and so does every call with an MPI_PROC_NULL peer, which moves no data;
 // device buffers are packed by a mover into host staging, which the MPI
 // carries as bytes with the caller's source, tag and communicator, so
 // matching and ordering are the MPI's own. The device method sends a header
@@ -262,6 +263,8 @@ int imrecv_device(void* buf, int count, MPI_Datatype type, MPI_Message* msg, MPI
 
 int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
           MPI_Request* req) {
+  if (source == MPI_PROC_NULL)
+    return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
   Probed kept;
   if (take_probed(comm, source, tag, &kept)) {  // errors show at completion, as the MPI's do
     if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
@@ -286,13 +289,15 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 // MPI_Issend): host buffers straight to it, device buffers through staging.
 int send_any(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
              MPI_Comm comm) {
-  if (!on_device(buf, count, type)) return next(buf, count, type, dest, tag, comm);
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
+    return next(buf, count, type, dest, tag, comm);
   return send_device(next, buf, count, type, dest, tag, comm);
 }
 
 int isend_any(IsendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* req) {
-  if (!on_device(buf, count, type)) return next(buf, count, type, dest, tag, comm, req);
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
+    return next(buf, count, type, dest, tag, comm, req);
   return isend_device(next, buf, count, type, dest, tag, comm, req);
 }
 
@@ -303,6 +308,8 @@ int isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_
 
 int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
          MPI_Status* status) {
+  if (source == MPI_PROC_NULL)
+    return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
   Probed kept;
   if (take_probed(comm, source, tag, &kept)) {
     MPI_Status st;

@@ -86,6 +86,8 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* msg, MPI_Status*
 // own matched messages are received by the MPI (through staging for device
 // buffers) and checked like any receive while the device method is on.
 int MPI_Mrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Status* status) {
+  if (msg && *msg == MPI_MESSAGE_NO_PROC)  // from MPI_PROC_NULL: no data
+    return LOOM_NEXT(MPI_Mrecv)(buf, count, t, msg, status);
   ProbedMessages* pm = watching();
   Probed p;
   if (pm && msg && pm->redeem(*msg, &p)) {
@@ -105,6 +107,7 @@ int MPI_Mrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Status
 }
 
 int MPI_Imrecv(void* buf, int count, MPI_Datatype t, MPI_Message* msg, MPI_Request* req) {
+  if (msg && *msg == MPI_MESSAGE_NO_PROC) return LOOM_NEXT(MPI_Imrecv)(buf, count, t, msg, req);
   ProbedMessages* pm = watching();
   Probed p;
   if (pm && msg && pm->redeem(*msg, &p)) {

@@ -20,12 +20,34 @@ PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
 }
 
 void RequestTable::add(MPI_Request r, PendingOp op) {
+  if (r != MPI_REQUEST_NULL) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (ops_.try_emplace(r, std::move(op)).second) {  // op stays put when r is held already
+      n_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+  }
+  // r is held already. A pending request's handle is its own until it
+  // completes, but the MPI may give one handle to many operations it
+  // completed at once: Open MPI's ompi_request_empty (sends it sent inline,
+  // MPI_PROC_NULL, collectives on one process), MPICH's built-in completed
+  // requests. Such an op is finished now; the op held for r is finished by
+  // whichever completion of r comes first, as they are all complete.
+  int done = 1;
+  MPI_Status st{};
+  if (r != MPI_REQUEST_NULL) PMPI_Request_get_status(r, &done, &st);
+  if (done) {
+    LOOM_DEBUG(kMpi, "request table: a request the MPI completed at once (shared handle)");
+    const int rc = finish(op, st);
+    if (rc != MPI_SUCCESS)
+      LOOM_LOG(kError, kMpi, "request table: finishing a completed request failed (%d)", rc);
+    return;
+  }
+  // r is pending, and yet an op was held for it: a completion path missed
+  // the op of r's earlier use.
+  LOOM_LOG(kError, kMpi, "request table: a completed request's op was still held");
   std::lock_guard<std::mutex> lk(mu_);
-  auto [it, fresh] = ops_.insert_or_assign(r, std::move(op));
-  if (fresh)
-    n_.fetch_add(1, std::memory_order_release);
-  else  // an op outlived its request: a completion path missed it
-    LOOM_LOG(kError, kMpi, "request table: a completed request's op was still held");
+  if (ops_.insert_or_assign(r, std::move(op)).second) n_.fetch_add(1, std::memory_order_release);
 }
 
 bool RequestTable::take(MPI_Request r, PendingOp* out) {

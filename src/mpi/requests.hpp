@@ -54,6 +54,10 @@ PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
 
 class RequestTable {
  public:
+  // The op of r, a request just posted (or one a completion call put back).
+  // Where the MPI gives r to several operations it completed at once (a
+  // shared handle, such as Open MPI's for small sends), the table holds one
+  // op for r and finishes the others now.
   void add(MPI_Request r, PendingOp op);
   // Removes and returns the op of r, if r is one of Loom's.
   bool take(MPI_Request r, PendingOp* out);
