@@ -129,13 +129,67 @@ void loom_modes(Row& row, int reps, const std::function<void()>& fn) {
   loom_set_coll_method("auto");
 }
 
+// MPI_Neighbor_alltoallw of a 3D halo (radius 1, faces) on a periodic
+// Cartesian grid of ranks: each rank's m^3 doubles plus halo, one subarray
+// type per face, as TEMPI's benchmark does.
+void halo(int m, double rate, FILE* csv) {
+  int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
+  MPI_Dims_create(g_size, 3, dims);
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 3, dims, periods, 0, &cart);
+  const int e = m + 2, sizes[3] = {e, e, e};
+  std::vector<MPI_Datatype> st(6), rt(6);
+  for (int d = 0; d < 3; ++d)
+    for (int side = 0; side < 2; ++side) {  // the neighbour below, then above
+      int sub[3] = {m, m, m}, at_s[3] = {1, 1, 1}, at_r[3] = {1, 1, 1};
+      sub[d] = 1;
+      at_s[d] = side == 0 ? 1 : m;      // the face of the interior next to it
+      at_r[d] = side == 0 ? 0 : m + 1;  // its halo
+      MPI_Type_create_subarray(3, sizes, sub, at_s, MPI_ORDER_C, MPI_DOUBLE, &st[2 * d + side]);
+      MPI_Type_create_subarray(3, sizes, sub, at_r, MPI_ORDER_C, MPI_DOUBLE, &rt[2 * d + side]);
+      MPI_Type_commit(&st[2 * d + side]);
+      MPI_Type_commit(&rt[2 * d + side]);
+    }
+  std::vector<int> ones(6, 1);
+  std::vector<MPI_Aint> zero(6, 0);
+  const size_t bytes = size_t{8} * e * e * e;
+  Bufs b(bytes, bytes);
+  Row row{"Neighbor_alltoallw 3D halo " + std::to_string(m) + "^3",
+          size_t{6} * m * m * 8,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0};
+  const int reps = 20;
+  loom_modes(row, reps, [&] {
+    MPI_Neighbor_alltoallw(b.dsend, ones.data(), zero.data(), st.data(), b.dsend, ones.data(),
+                           zero.data(), rt.data(), cart);
+  });
+  row.user = timed(reps, [&] {  // the whole grid down and up
+    cudaMemcpy(b.hsend, b.dsend, bytes, cudaMemcpyDeviceToHost);
+    MPI_Neighbor_alltoallw(b.hsend, ones.data(), zero.data(), st.data(), b.hsend, ones.data(),
+                           zero.data(), rt.data(), cart);
+    cudaMemcpy(b.dsend, b.hsend, bytes, cudaMemcpyHostToDevice);
+  });
+  row.bound = static_cast<double>(row.bytes) * g_size / rate;
+  print({row}, csv);
+  for (auto* v : {&st, &rt})
+    for (MPI_Datatype& t : *v) MPI_Type_free(&t);
+  MPI_Comm_free(&cart);
+}
+
 }  // namespace
 
 int bench_coll(bool quick, const char* csv_path) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   const int n = g_size;
-  const double rate = d2d_rate(size_t{256} << 20);
+  // The copy rate of the GPU alone: rank 0 measures while the others wait.
+  double rate = 0;
+  if (g_rank == 0) rate = d2d_rate(size_t{256} << 20);
+  MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   FILE* csv = nullptr;
   if (g_rank == 0 && csv_path) {
     csv = std::fopen(csv_path, "w");
@@ -233,6 +287,8 @@ int bench_coll(bool quick, const char* csv_path) {
     }
   }
   print(rows, csv);
+  rows.clear();
+  halo(quick ? 32 : 64, rate, csv);
   if (csv) std::fclose(csv);
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
@@ -29,7 +30,9 @@ int type_extent(MPI_Datatype t, TypeExtent* out) {
 }
 
 // Bytes [lo, hi) from the buffer that `count` elements at byte `base` touch.
-struct Range {
+}  // namespace
+
+struct Call::Range {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   int64_t bytes = 0;  // data bytes (type size x count) summed
   bool empty() const { return lo >= hi; }
@@ -42,9 +45,11 @@ struct Range {
   }
 };
 
+namespace {
+
 // A buffer near address 0 with data to move: a null buffer with a nonzero
 // count (MPI_BOTTOM with absolute addresses lies far from it).
-bool null_data(const void* buf, const Range& r) {
+bool null_data(const void* buf, const Call::Range& r) {
   return buf == nullptr && !r.empty() && r.lo < 4096;
 }
 
@@ -90,10 +95,9 @@ Call::Call(MPI_Comm comm, const char* fn) : comm_(comm), fn_(fn) {
 
 // Inter-communicators: their root and count rules differ, and Loom moves no
 // device data on them; host buffers go to the MPI untouched.
-void* Call::inter(void* buf) {
+void Call::inter(const void* buf) {
   if (transport::memkind(buf) == transport::MemKind::kDevice)
     fail(MPI_ERR_COMM, "device buffers on an inter-communicator are not supported");
-  return buf;
 }
 
 int Call::fail(int mpi_class, const char* what) {
@@ -104,104 +108,123 @@ int Call::fail(int mpi_class, const char* what) {
   return mpi_class;
 }
 
-void* Call::add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out) {
-  void* b = const_cast<void*>(buf);
-  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
-  if (inter_) return inter(b);
-  if (count < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
-  if (type == MPI_DATATYPE_NULL) return fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL"), b;
-  if (count == 0) return b;
+void Call::add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out, Setter set) {
+  if (!active_ || buf == MPI_IN_PLACE || err_) return;
+  if (inter_) return inter(buf);
+  if (count < 0) return void(fail(MPI_ERR_COUNT, "negative count"));
+  if (type == MPI_DATATYPE_NULL) return void(fail(MPI_ERR_TYPE, "MPI_DATATYPE_NULL"));
+  if (count == 0) return;
   const bool dev = count <= INT_MAX ? on_device(buf, static_cast<int>(count), type)
                                     : transport::memkind(buf) == transport::MemKind::kDevice;
-  if (!dev && buf != nullptr) return b;  // the common host case: no type queries
+  if (!dev && buf != nullptr) return;  // the common host case: no type queries
   TypeExtent e;
-  if (int rc = type_extent(type, &e); rc != MPI_SUCCESS) return fail(rc, "invalid datatype"), b;
+  if (int rc = type_extent(type, &e); rc != MPI_SUCCESS) return void(fail(rc, "invalid datatype"));
   Range r;
   r.add(e, count, 0);
-  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
-  if (!dev || r.empty()) return b;
-  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+  if (null_data(buf, r)) return void(fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"));
+  if (!dev || r.empty()) return;
+  pending_.push_back(
+      {static_cast<const char*>(buf), r.lo, r.hi, r.bytes == r.hi - r.lo, in, out, std::move(set)});
 }
 
-void* Call::add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
-                  bool in, bool out) {
-  void* b = const_cast<void*>(buf);
-  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
-  if (inter_) return inter(b);
-  if (n > 0 && (!counts || !displs)) return fail(MPI_ERR_ARG, "null counts or displacements"), b;
+// The v and w forms: a mirror of the union of the blocks' ranges.
+void Call::add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
+                 bool in, bool out, Setter set) {
+  if (!active_ || buf == MPI_IN_PLACE || err_) return;
+  if (inter_) return inter(buf);
+  if (n > 0 && (!counts || !displs)) return void(fail(MPI_ERR_ARG, "null counts or displacements"));
   Range r;
   TypeExtent e;
   bool have_type = false;
   for (int i = 0; i < n; ++i) {
-    if (counts[i] < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
+    if (counts[i] < 0) return void(fail(MPI_ERR_COUNT, "negative count"));
     if (counts[i] == 0) continue;
     if (!have_type) {
-      if (int rc = type_extent(type, &e); rc != MPI_SUCCESS) return fail(rc, "invalid datatype"), b;
+      if (int rc = type_extent(type, &e); rc != MPI_SUCCESS)
+        return void(fail(rc, "invalid datatype"));
       have_type = true;
     }
     r.add(e, counts[i], static_cast<int64_t>(displs[i]) * e.ext);
   }
-  if (r.empty()) return b;
-  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
-  const auto* first = static_cast<const char*>(buf) + r.lo;
-  if (transport::memkind(buf) != transport::MemKind::kDevice &&
-      (buf == nullptr || transport::memkind(first) != transport::MemKind::kDevice))
-    return b;
-  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+  add_range(buf, r, in, out, std::move(set));
 }
 
-void* Call::add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
-                  const MPI_Datatype* types, bool in, bool out) {
-  void* b = const_cast<void*>(buf);
-  if (!active_ || buf == MPI_IN_PLACE || err_) return b;
-  if (inter_) return inter(b);
+void Call::add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
+                 const MPI_Datatype* types, bool in, bool out, Setter set) {
+  if (!active_ || buf == MPI_IN_PLACE || err_) return;
+  if (inter_) return inter(buf);
   if (n > 0 && (!counts || !displs || !types))
-    return fail(MPI_ERR_ARG, "null counts, displacements or types"), b;
+    return void(fail(MPI_ERR_ARG, "null counts, displacements or types"));
   Range r;
   for (int i = 0; i < n; ++i) {
-    if (counts[i] < 0) return fail(MPI_ERR_COUNT, "negative count"), b;
+    if (counts[i] < 0) return void(fail(MPI_ERR_COUNT, "negative count"));
     if (counts[i] == 0) continue;
     TypeExtent e;
     if (int rc = type_extent(types[i], &e); rc != MPI_SUCCESS)
-      return fail(rc, "invalid datatype"), b;
+      return void(fail(rc, "invalid datatype"));
     r.add(e, counts[i], displs[i]);
   }
-  if (r.empty()) return b;
-  if (null_data(buf, r)) return fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"), b;
+  add_range(buf, r, in, out, std::move(set));
+}
+
+void Call::add_range(const void* buf, const Range& r, bool in, bool out, Setter set) {
+  if (r.empty()) return;
+  if (null_data(buf, r)) return void(fail(MPI_ERR_BUFFER, "null buffer with a nonzero count"));
   const auto* first = static_cast<const char*>(buf) + r.lo;
   if (transport::memkind(buf) != transport::MemKind::kDevice &&
       (buf == nullptr || transport::memkind(first) != transport::MemKind::kDevice))
-    return b;
-  return mirror(buf, r.lo, r.hi, r.bytes == r.hi - r.lo, in, out);
+    return;
+  pending_.push_back(
+      {static_cast<const char*>(buf), r.lo, r.hi, r.bytes == r.hi - r.lo, in, out, std::move(set)});
 }
 
-void* Call::mirror(const void* buf, int64_t lo, int64_t hi, bool dense, bool in, bool out) {
-  void* b = const_cast<void*>(buf);
-  Runtime* rt = runtime();
-  const auto bytes = static_cast<size_t>(hi - lo);
-  transport::Mover* mover = rt->mover_for(bytes);
-  if (!mover) return fail(MPI_ERR_BUFFER, "device buffer, but no GPU mover is available"), b;
-  auto s = mover->stage(bytes);
-  if (!s) return fail(error_class(s.status().code()), "no staging for a device buffer"), b;
+void Call::stage() {
+  if (pending_.empty() || err_ != MPI_SUCCESS) return;
+  auto at = [](const Pending& p) { return p.user + p.lo; };
+  std::sort(pending_.begin(), pending_.end(),
+            [&](const Pending& a, const Pending& b) { return at(a) < at(b); });
   if (!set_) set_ = std::make_shared<MirrorSet>();
-  MirrorSet::Entry e;
-  e.user = static_cast<char*>(b);
-  e.lo = lo;
-  e.hi = hi;
-  // An output with gaps goes down too: the MPI leaves the gaps alone, and
-  // the whole span comes back up.
-  e.in = in || (out && !dense);
-  e.out = out;
-  e.staged = std::move(s.value());
-  e.mover = mover;
-  set_->entries.push_back(std::move(e));
-  return set_->entries.back().host();
+  Runtime* rt = runtime();
+  for (size_t i = 0; i < pending_.size();) {
+    // Buffers whose data overlap (a halo's send and receive faces in one
+    // grid) share a mirror: one copy down, one up, as the user would.
+    const char* lo = at(pending_[i]);
+    const char* hi = pending_[i].user + pending_[i].hi;
+    size_t j = i + 1;
+    while (j < pending_.size() && at(pending_[j]) < hi) {
+      hi = std::max(hi, pending_[j].user + pending_[j].hi);
+      ++j;
+    }
+    MirrorSet::Entry e;
+    for (size_t k = i; k < j; ++k) {
+      const Pending& p = pending_[k];
+      // An output with gaps, or beside other buffers, goes down too: the MPI
+      // leaves the rest alone, and the whole span comes back up.
+      e.in = e.in || p.in || (p.out && (!p.dense || j - i > 1));
+      e.out = e.out || p.out;
+    }
+    const auto bytes = static_cast<size_t>(hi - lo);
+    e.mover = rt->mover_for(bytes);
+    if (!e.mover) return void(fail(MPI_ERR_BUFFER, "device buffer, but no GPU mover is available"));
+    auto s = e.mover->stage(bytes);
+    if (!s) return void(fail(error_class(s.status().code()), "no staging for a device buffer"));
+    e.staged = std::move(s.value());
+    e.user = const_cast<char*>(lo);
+    e.hi = static_cast<int64_t>(bytes);
+    for (size_t k = i; k < j; ++k)
+      pending_[k].set(static_cast<char*>(e.staged.host) + (pending_[k].user - lo));
+    set_->entries.push_back(std::move(e));
+    i = j;
+  }
+  pending_.clear();
 }
 
 int Call::check_before_run() {
-  if (err_ != MPI_SUCCESS) {
-    LOOM_LOG(kError, kMpi, "%s: %s", fn_, err_what_);
-    return raise(comm_, err_, err_what_);
+  stage();
+  if (err_ != MPI_SUCCESS) {  // the handler reports the error; Loom's line says why
+    const std::string what = std::string(fn_) + ": " + err_what_;
+    if (inter_) LOOM_WARN(kMpi, "%s", what.c_str());  // what Loom does not support
+    return raise(comm_, err_, what.c_str());
   }
   if (mirrored()) {
     if (Status s = set_->down(); !s) return raise(comm_, s);
@@ -231,6 +254,7 @@ int Call::nonblocking(MPI_Request* req, const std::function<int()>& mpi) {
 
 int Call::persistent(MPI_Request* req, const std::function<int()>& mpi) {
   if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
+  stage();
   if (err_ != MPI_SUCCESS) return check_before_run();
   const int rc = mpi();  // nothing moves until MPI_Start
   if (rc != MPI_SUCCESS || !mirrored()) return rc;

@@ -57,31 +57,32 @@ class Call {
   bool inter_comm() const { return inter_; }
   const char* fn() const { return fn_; }
 
-  // A buffer of `count` elements of `type`: buf is replaced by its host
-  // mirror when it is device memory. MPI_IN_PLACE and host buffers stay.
+  // A buffer of `count` elements of `type`: when it is device memory, buf
+  // is replaced by its host mirror (before the MPI runs; buffers whose data
+  // overlap share one mirror). MPI_IN_PLACE and host buffers stay.
   template <class P>
   void in(P& buf, int64_t count, MPI_Datatype type) {
-    buf = static_cast<P>(add(buf, count, type, true, false));
+    add(buf, count, type, true, false, setter(buf));
   }
   template <class P>
   void out(P& buf, int64_t count, MPI_Datatype type) {
-    buf = static_cast<P>(add(buf, count, type, false, true));
+    add(buf, count, type, false, true, setter(buf));
   }
   template <class P>
   void inout(P& buf, int64_t count, MPI_Datatype type) {
-    buf = static_cast<P>(add(buf, count, type, true, true));
+    add(buf, count, type, true, true, setter(buf));
   }
   // The v and w forms: n blocks of counts[i] elements at displs[i] (in
   // extents of type for v, in bytes with per-block types for w).
   template <class P>
   void v(P& buf, int n, const int* counts, const int* displs, MPI_Datatype type, bool in,
          bool out) {
-    buf = static_cast<P>(add_v(buf, n, counts, displs, type, in, out));
+    add_v(buf, n, counts, displs, type, in, out, setter(buf));
   }
   template <class P>
   void w(P& buf, int n, const int* counts, const MPI_Aint* displs, const MPI_Datatype* types,
          bool in, bool out) {
-    buf = static_cast<P>(add_w(buf, n, counts, displs, types, in, out));
+    add_w(buf, n, counts, displs, types, in, out, setter(buf));
   }
 
   // Runs `mpi` (the MPI's collective, on the host mirrors): inputs go down
@@ -98,19 +99,34 @@ class Call {
   bool neighbors(int* indegree, int* outdegree);
 
   // Some buffer of the call is device memory.
-  bool mirrored() const { return set_ && !set_->entries.empty(); }
+  bool mirrored() const { return !pending_.empty() || (set_ && !set_->entries.empty()); }
+  struct Range;  // the bytes a buffer's data spans (coll_call.cpp)
+
   // An argument error found while registering (0: none).
   int error() const { return err_; }
 
  private:
-  void* add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out);
-  void* add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
-              bool in, bool out);
-  void* add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
-              const MPI_Datatype* types, bool in, bool out);
-  // Mirrors [buf + lo, buf + hi) when its data is on the device.
-  void* mirror(const void* buf, int64_t lo, int64_t hi, bool dense, bool in, bool out);
-  void* inter(void* buf);
+  using Setter = std::function<void(void*)>;  // puts the mirror in the caller's argument
+  template <class P>
+  static Setter setter(P& buf) {
+    return [&buf](void* p) { buf = static_cast<P>(p); };
+  }
+  void add(const void* buf, int64_t count, MPI_Datatype type, bool in, bool out, Setter set);
+  void add_v(const void* buf, int n, const int* counts, const int* displs, MPI_Datatype type,
+             bool in, bool out, Setter set);
+  void add_w(const void* buf, int n, const int* counts, const MPI_Aint* displs,
+             const MPI_Datatype* types, bool in, bool out, Setter set);
+  // A buffer whose data [buf + lo, buf + hi) is device memory, to mirror.
+  struct Pending {
+    const char* user;
+    int64_t lo, hi;
+    bool dense, in, out;
+    Setter set;
+  };
+  void add_range(const void* buf, const Range& r, bool in, bool out, Setter set);
+  // Stages the pending buffers: overlapping ones share a mirror.
+  void stage();
+  void inter(const void* buf);
   int fail(int mpi_class, const char* what);
   int check_before_run();
 
@@ -121,6 +137,7 @@ class Call {
   int rank_ = 0, size_ = 1;
   int err_ = MPI_SUCCESS;
   const char* err_what_ = nullptr;
+  std::vector<Pending> pending_;
   std::shared_ptr<MirrorSet> set_;
 };
 

@@ -138,19 +138,20 @@ void RequestTable::drain() {
 }
 
 int finish(PendingOp& op, MPI_Status& st) {
-  int cancelled = 0;
-  MPI_Test_cancelled(&st, &cancelled);
   if (op.kind == PendingOp::Kind::kDone) {  // the MPI's request was never started
     st = op.done;
     return st.MPI_ERROR;
   }
-  if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
+  // Before the status is read: an MPI need not fill in a collective's.
   if (op.kind == PendingOp::Kind::kColl) {
     Status s = op.mirrors->up();
     if (s.is_ok()) return MPI_SUCCESS;
     LOOM_LOG(kError, kMpi, "collective into device memory failed: %s", s.message().c_str());
     return error_class(s.code());
   }
+  int cancelled = 0;
+  MPI_Test_cancelled(&st, &cancelled);
+  if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
   if (op.kind == PendingOp::Kind::kHostRecv)
     return check_typed_recv(op.user, op.count, op.mpi_type, op.comm, st);
   MPI_Count received = 0;
