@@ -38,6 +38,7 @@ namespace engines = loom::mpi::engines;
   static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");              \
   int MPI_##Name(LOOM_P params) {                                               \
     Call c(comm, "MPI_" #Name);                                                 \
+    c.buffers(LOOM_P call_args);                                                \
     LOOM_P engine;                                                              \
     LOOM_P describe;                                                            \
     return c.blocking([&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); }); \
@@ -46,6 +47,7 @@ namespace engines = loom::mpi::engines;
   static_assert(sizeof(&PMPI_##IName) != 0, "not an MPI function");                           \
   int MPI_##IName(LOOM_P params, MPI_Request* req) {                                          \
     Call c(comm, "MPI_" #IName);                                                              \
+    c.buffers(LOOM_P call_args);                                                              \
     LOOM_P describe;                                                                          \
     return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, req); }); \
   }
@@ -54,6 +56,7 @@ namespace engines = loom::mpi::engines;
   static_assert(sizeof(&LOOM_PINIT_FN(Name)) != 0, "not an MPI function");                   \
   int LOOM_INIT_FN(Name)(LOOM_P params, MPI_Info info, MPI_Request * req) {                  \
     Call c(comm, #Name "_init");                                                             \
+    c.buffers(LOOM_P call_args);                                                             \
     LOOM_P describe;                                                                         \
     return c.persistent(                                                                     \
         req, [&] { return LOOM_NEXT_OF(LOOM_INIT_FN(Name))(LOOM_P call_args, info, req); }); \
@@ -209,6 +212,7 @@ LOOM_COLLECTIVE(Neighbor_alltoallw, Ineighbor_alltoallw,
 // local, so a device reduction needs no agreement with other ranks.
 int MPI_Reduce_local(const void* in, void* inout, int count, MPI_Datatype t, MPI_Op op) {
   Call c(MPI_COMM_SELF, "MPI_Reduce_local");
+  c.buffers(in, inout);
   if (int rc; engines::reduce_local(c, in, inout, count, t, op, &rc)) return rc;
   c.in(in, count, t);
   c.inout(inout, count, t);

@@ -185,6 +185,11 @@ void Call::stage() {
             [&](const Pending& a, const Pending& b) { return at(a) < at(b); });
   if (!set_) set_ = std::make_shared<MirrorSet>();
   Runtime* rt = runtime();
+  struct Group {
+    size_t i, j;  // pendings [i, j)
+    const char* lo;
+  };
+  std::vector<Group> groups;
   for (size_t i = 0; i < pending_.size();) {
     // Buffers whose data overlap (a halo's send and receive faces in one
     // grid) share a mirror: one copy down, one up, as the user would.
@@ -212,11 +217,70 @@ void Call::stage() {
     e.user = const_cast<char*>(lo);
     e.hi = static_cast<int64_t>(bytes);
     for (size_t k = i; k < j; ++k)
-      pending_[k].set(static_cast<char*>(e.staged.host) + (pending_[k].user - lo));
+      pending_[k].mpi = static_cast<char*>(e.staged.host) + (pending_[k].user - lo);
     set_->entries.push_back(std::move(e));
+    groups.push_back({i, j, lo});
     i = j;
   }
+  // The MPI is given each buffer's origin in its mirror, which lies outside
+  // the mirror where the data does not span it (a v collective's first
+  // displacement, a type's positive lower bound): it may then be another
+  // buffer's pointer, such as the start of the mirror staged just before.
+  // MPIs compare buffer pointers (Open MPI's libnbc takes sendbuf == recvbuf
+  // for MPI_IN_PLACE and skips the root's own block; MPICH refuses aliased
+  // buffers), so such a mirror moves to new staging.
+  const size_t first = set_->entries.size() - groups.size();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto [i, j, lo] = groups[g];
+    bool clash = false;
+    for (size_t k = i; k < j; ++k)
+      clash = clash || aliases(pending_[k].mpi, pending_[k].user, i, j);
+    if (!clash) continue;
+    MirrorSet::Entry& e = set_->entries[first + g];
+    const auto bytes = static_cast<size_t>(e.hi);
+    // Each pointer the MPI is given can rule out one offset per buffer of
+    // the mirror: one offset more than they can rule out always fits.
+    const size_t others = static_cast<size_t>(n_args_) + pending_.size() + 2;
+    auto s = e.mover->stage(bytes + kAliasStep * others * (j - i));
+    if (!s) return void(fail(error_class(s.status().code()), "no staging for a device buffer"));
+    if (!place(i, j, lo, std::move(s.value()), bytes, e))
+      return void(fail(MPI_ERR_INTERN, "no unaliased place for a host mirror"));
+  }
+  for (Pending& p : pending_) p.set(const_cast<char*>(p.mpi));
   pending_.clear();
+}
+
+bool Call::place(size_t i, size_t j, const char* lo, transport::Staged s, size_t bytes,
+                 MirrorSet::Entry& e) {
+  for (size_t off = 0; off + bytes <= s.bytes; off += kAliasStep) {
+    char* host = static_cast<char*>(s.host) + off;
+    bool clash = false;
+    for (size_t k = i; k < j && !clash; ++k)
+      clash = aliases(host + (pending_[k].user - lo), pending_[k].user, i, j);
+    if (clash) continue;
+    for (size_t k = i; k < j; ++k) pending_[k].mpi = host + (pending_[k].user - lo);
+    s.host = host;
+    if (s.dev) s.dev = static_cast<char*>(s.dev) + off;
+    s.bytes = bytes;
+    e.staged = std::move(s);  // the first staging goes back
+    return true;
+  }
+  return false;
+}
+
+bool Call::aliases(const char* mpi, const char* user, size_t i, size_t j) const {
+  const void* m = mpi;
+  if (m == MPI_IN_PLACE || m == MPI_BOTTOM) return true;
+  auto mirrored = [&](const void* a) {
+    for (const Pending& p : pending_)
+      if (p.user == a) return true;
+    return false;
+  };
+  for (int a = 0; a < n_args_; ++a)  // arguments the MPI gets as they are
+    if (args_[a] == m && args_[a] != user && !mirrored(args_[a])) return true;
+  for (size_t k = 0; k < pending_.size(); ++k)
+    if ((k < i || k >= j) && pending_[k].mpi == mpi && pending_[k].user != user) return true;
+  return false;
 }
 
 int Call::check_before_run() {

@@ -7,7 +7,8 @@
 // node-local one in src/coll) take over where every rank agrees to them.
 //
 //   Call c(comm, "MPI_Alltoall");
-//   c.in(s, c.size() * sc, st);  c.out(r, c.size() * rc, rt);   // s, r: now host mirrors
+//   c.buffers(s, sc, st, r, rc, rt, comm);                      // the pointers, as given
+//   c.in(s, c.size() * sc, st);  c.out(r, c.size() * rc, rt);   // s, r: host mirrors once run
 //   return c.blocking([&] { return LOOM_NEXT(MPI_Alltoall)(s, sc, st, r, rc, rt, comm); });
 //
 // Mirrors are pinned staging from the transport's movers; a nonblocking or
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "transport/mover.hpp"
@@ -48,6 +50,15 @@ class Call {
   Call(MPI_Comm comm, const char* fn);
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
+
+  // Every buffer argument of the call as the caller gave it, significant on
+  // this rank or not (the other arguments are skipped): the pointers the MPI
+  // is given must alias one another as these do (stage()). coll.cpp passes
+  // each call's whole argument list.
+  template <class... A>
+  void buffers(const A&... args) {
+    (buffer(args), ...);
+  }
 
   bool active() const { return active_; }
   int rank() const { return rank_; }
@@ -122,10 +133,25 @@ class Call {
     int64_t lo, hi;
     bool dense, in, out;
     Setter set;
+    const char* mpi = nullptr;  // what the MPI is given for `user`, once staged
   };
   void add_range(const void* buf, const Range& r, bool in, bool out, Setter set);
+  template <class A>
+  void buffer(const A& a) {
+    if constexpr (std::is_same_v<A, void*> || std::is_same_v<A, const void*>)
+      if (n_args_ < kMaxArgs) args_[n_args_++] = a;
+  }
   // Stages the pending buffers: overlapping ones share a mirror.
   void stage();
+  // Pendings [i, j) share the mirror `e`, whose first byte is the data at
+  // `lo`: gives them their pointers in staging s, at the first multiple of
+  // kAliasStep from its start where none of them is another buffer's pointer.
+  bool place(size_t i, size_t j, const char* lo, transport::Staged s, size_t bytes,
+             MirrorSet::Entry& e);
+  // `mpi`, given to the MPI for the caller's `user`, equals the pointer of
+  // another buffer argument (or MPI_IN_PLACE, MPI_BOTTOM). Pendings [i, j)
+  // are skipped.
+  bool aliases(const char* mpi, const char* user, size_t i, size_t j) const;
   void inter(const void* buf);
   int fail(int mpi_class, const char* what);
   int check_before_run();
@@ -139,6 +165,10 @@ class Call {
   const char* err_what_ = nullptr;
   std::vector<Pending> pending_;
   std::shared_ptr<MirrorSet> set_;
+  static constexpr size_t kAliasStep = 64;  // keeps the staging's alignment to 64 bytes
+  static constexpr int kMaxArgs = 4;        // a collective has two buffer arguments
+  const void* args_[kMaxArgs] = {};
+  int n_args_ = 0;
 };
 
 // The neighbour counts of a topology communicator (MPI_ERR_TOPOLOGY when
