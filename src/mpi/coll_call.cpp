@@ -55,9 +55,9 @@ bool null_data(const void* buf, const Call::Range& r) {
 
 }  // namespace
 
-Status MirrorSet::down() const {
+Status MirrorSet::down(bool inputs_only) const {
   for (const Entry& e : entries)
-    if (e.in) {
+    if (e.in && !(inputs_only && e.gaps)) {
       Status s = e.mover->copy_to_host(e.staged.host, e.user + e.lo, e.staged.bytes);
       if (!s) return s;
     }
@@ -208,6 +208,8 @@ void Call::stage() {
       e.in = e.in || p.in || (p.out && (!p.dense || j - i > 1));
       e.out = e.out || p.out;
     }
+    e.gaps = e.in;
+    for (size_t k = i; k < j; ++k) e.gaps = e.gaps && !pending_[k].in;
     const auto bytes = static_cast<size_t>(hi - lo);
     e.mover = rt->mover_for(bytes);
     if (!e.mover) return void(fail(MPI_ERR_BUFFER, "device buffer, but no GPU mover is available"));
@@ -318,9 +320,11 @@ int Call::nonblocking(MPI_Request* req, const std::function<int()>& mpi) {
 
 int Call::persistent(MPI_Request* req, const std::function<int()>& mpi) {
   if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
-  stage();
-  if (err_ != MPI_SUCCESS) return check_before_run();
-  const int rc = mpi();  // nothing moves until MPI_Start
+  // The mirrors go down now too: an MPI may do a call's local copies at
+  // _init (MPICH 4.0 does); each MPI_Start copies the inputs again, and
+  // leaves what the MPI wrote into the outputs since.
+  if (int rc = check_before_run(); rc != MPI_SUCCESS) return rc;
+  const int rc = mpi();
   if (rc != MPI_SUCCESS || !mirrored()) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kColl;

@@ -34,15 +34,18 @@ class MirrorSet {
     char* user = nullptr;  // the caller's pointer
     int64_t lo = 0;        // the data's bytes: [user + lo, user + hi)
     int64_t hi = 0;
-    bool in = false;   // copied down before the MPI runs
-    bool out = false;  // copied back up once it is done
+    bool in = false;    // copied down before the MPI runs
+    bool gaps = false;  // ...only for the bytes the MPI leaves alone (not an input)
+    bool out = false;   // copied back up once it is done
     transport::Staged staged;
     transport::Mover* mover = nullptr;
     char* host() const { return static_cast<char*>(staged.host) - lo; }
   };
   std::vector<Entry> entries;
-  Status down() const;  // inputs (and outputs with gaps) to the host
-  Status up() const;    // outputs back to the device
+  // Inputs (and outputs with gaps) to the host; `inputs_only`: not the
+  // outputs (an MPI_Start, whose MPI may have written them at _init).
+  Status down(bool inputs_only = false) const;
+  Status up() const;  // outputs back to the device
 };
 
 class Call {

@@ -41,7 +41,7 @@ int start_one(MPI_Request* r) {
   const bool loom_request = rt && r && (rt->rv || rt->requests.has_persistent_colls()) &&
                             rt->requests.persistent_template(*r, &tmpl);
   if (loom_request && tmpl.kind == PendingOp::Kind::kColl) {  // inputs down, then start
-    if (Status s = tmpl.mirrors->down(); !s) return raise(MPI_COMM_WORLD, s);
+    if (Status s = tmpl.mirrors->down(true); !s) return raise(MPI_COMM_WORLD, s);
     int rc = LOOM_NEXT(MPI_Start)(r);
     if (rc == MPI_SUCCESS) rt->requests.started(*r);
     return rc;
