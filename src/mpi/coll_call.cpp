@@ -307,29 +307,28 @@ int Call::blocking(const std::function<int()>& mpi) {
 }
 
 int Call::nonblocking(MPI_Request* req, const std::function<int()>& mpi) {
-  if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
-  if (int rc = check_before_run(); rc != MPI_SUCCESS) return rc;
-  const int rc = mpi();
-  if (rc != MPI_SUCCESS || !mirrored()) return rc;
-  PendingOp op;
-  op.kind = PendingOp::Kind::kColl;
-  op.mirrors = set_;
-  runtime()->requests.add(*req, std::move(op));
-  return rc;
+  return with_request(req, mpi, false);
 }
 
+// The mirrors go down at _init too: an MPI may do a call's local copies
+// there (MPICH 4.0 does); each MPI_Start copies the inputs again, and
+// leaves what the MPI wrote into the outputs since.
 int Call::persistent(MPI_Request* req, const std::function<int()>& mpi) {
+  return with_request(req, mpi, true);
+}
+
+int Call::with_request(MPI_Request* req, const std::function<int()>& mpi, bool persistent) {
   if (mirrored() && !req) fail(MPI_ERR_REQUEST, "null request");
-  // The mirrors go down now too: an MPI may do a call's local copies at
-  // _init (MPICH 4.0 does); each MPI_Start copies the inputs again, and
-  // leaves what the MPI wrote into the outputs since.
   if (int rc = check_before_run(); rc != MPI_SUCCESS) return rc;
   const int rc = mpi();
   if (rc != MPI_SUCCESS || !mirrored()) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kColl;
   op.mirrors = set_;
-  runtime()->requests.add_persistent(*req, std::move(op));
+  if (persistent)
+    runtime()->requests.add_persistent(*req, std::move(op));
+  else
+    runtime()->requests.add(*req, std::move(op));
   return rc;
 }
 

@@ -158,6 +158,8 @@ class Call {
   void inter(const void* buf);
   int fail(int mpi_class, const char* what);
   int check_before_run();
+  // The nonblocking and persistent forms: the op that finishes *req.
+  int with_request(MPI_Request* req, const std::function<int()>& mpi, bool persistent);
 
   MPI_Comm comm_;
   const char* fn_;
