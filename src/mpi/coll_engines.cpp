@@ -1,43 +1,20 @@
 #include "mpi/coll_engines.hpp"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
-#include "util/knobs.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi::engines {
 namespace {
 
-enum class Mode { kAuto, kNode, kMirror, kUnset };
-
-bool parse(const std::string& m, Mode* out) {
-  if (m == "node")
-    *out = Mode::kNode;
-  else if (m == "mirror")
-    *out = Mode::kMirror;
-  else if (m == "auto")
-    *out = Mode::kAuto;
-  else
-    return false;
-  return true;
-}
-
-std::atomic<Mode> g_forced{Mode::kUnset};  // loom_set_coll_method
+using Mode = Runtime::CollMethod;
 
 Mode mode() {
-  const Mode f = g_forced.load(std::memory_order_relaxed);
-  if (f != Mode::kUnset) return f;
-  Mode m = Mode::kAuto;
-  parse(knobs().coll_method, &m);
-  return m;
+  return runtime()->coll_method.load(std::memory_order_relaxed);
 }
 
 // Whether the node engine is tried for a call in which each rank receives
@@ -48,7 +25,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   if (!c.active() || c.inter_comm() || c.size() < 2 || !rt->rv || !rt->rv->lends()) return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
-  if (m == Mode::kAuto && bytes < std::atoll(knobs().coll_node_min.c_str())) return false;
+  if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
   if (!rt->rv->all_on_node(c.comm())) return false;
   env->comm = c.comm();
   env->rank = c.rank();
@@ -197,8 +174,9 @@ bool reduce_local(Call& c, const void* in, void* inout, int count, MPI_Datatype 
 }  // namespace loom::mpi::engines
 
 extern "C" int loom_set_coll_method(const char* name) {
-  loom::mpi::engines::Mode m;
-  if (!name || !loom::mpi::engines::parse(name, &m)) return MPI_ERR_ARG;
-  loom::mpi::engines::g_forced.store(m, std::memory_order_relaxed);
+  loom::Runtime* rt = loom::runtime();
+  loom::Runtime::CollMethod m;
+  if (!rt || !name || !loom::Runtime::parse_coll(name, &m)) return MPI_ERR_ARG;
+  rt->coll_method.store(m, std::memory_order_relaxed);
   return MPI_SUCCESS;
 }

@@ -42,6 +42,24 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   host_as_device_ = knob_true(knobs().test_host_as_device);
   const long long min = std::atoll(knobs().pipeline_min.c_str());
   pipeline_min_ = min > 0 ? static_cast<size_t>(min) : 0;
+  CollMethod cm = CollMethod::kAuto;
+  if (!parse_coll(knobs().coll_method, &cm))
+    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (node|mirror|auto): using auto",
+              knobs().coll_method.c_str());
+  coll_method = cm;
+  coll_node_min = std::atoll(knobs().coll_node_min.c_str());
+}
+
+bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
+  if (name == "node")
+    *out = CollMethod::kNode;
+  else if (name == "mirror")
+    *out = CollMethod::kMirror;
+  else if (name == "auto")
+    *out = CollMethod::kAuto;
+  else
+    return false;
+  return true;
 }
 
 bool Runtime::set_method(const std::string& name) {

@@ -45,6 +45,13 @@ class Runtime {
   transport::Mover* mover(transport::Method m);
   // The mover for plain copies and whole spans of `bytes`.
   transport::Mover* mover_for(size_t bytes);
+  // How collectives on device buffers run (LOOM_COLL_METHOD, read at
+  // start-up; loom_set_coll_method), and the smallest call, in bytes each
+  // rank receives, that `auto` gives the node-local engine.
+  enum class CollMethod { kAuto, kNode, kMirror };
+  static bool parse_coll(const std::string& name, CollMethod* out);
+  std::atomic<CollMethod> coll_method{CollMethod::kAuto};
+  int64_t coll_node_min = 32768;
   // The node-local collectives' reductions: GPU kernels (made on first use),
   // or the host fold in the host test mode; null when none can be made.
   coll::Reducer* reducer();
