@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "loom/loom.h"
+#include "stream/engine.hpp"
 #include "transport/identity.hpp"
 #include "transport/memtype.hpp"
 #include "type/ir.hpp"
@@ -270,6 +271,7 @@ extern "C" int loom_init(void) {
     rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->wanted_chunk(),
                                      rt->host_as_device());
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
+  if (up) rt->streams = std::make_unique<stream::Engine>();
   rt->load_model(rank <= 0);
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt)) delete rt;
@@ -281,6 +283,7 @@ extern "C" int loom_finalize(void) {
   // Detached receives finish (and may pull device-method messages) while the
   // runtime is still published.
   if (loom::Runtime* live = loom::runtime()) {
+    if (live->streams) live->streams->shutdown();  // first: its operations use requests
     live->requests.drain();
     if (live->rv) live->rv->shutdown();
   }

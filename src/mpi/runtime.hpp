@@ -17,6 +17,10 @@
 
 namespace loom {
 
+namespace stream {
+class Engine;
+}
+
 class Runtime {
  public:
   Runtime();
@@ -29,6 +33,8 @@ class Runtime {
   std::unique_ptr<mpi::Rendezvous> rv;
   // Messages probes took off the MPI's queue; exists exactly when rv does.
   std::unique_ptr<mpi::ProbedMessages> probed;
+  // Stream-triggered operations (src/stream); set at loom_init after MPI_Init.
+  std::unique_ptr<stream::Engine> streams;
 
   // How a device message moves: LOOM_METHOD when forced; in auto, the
   // measured model's fastest (loom-measure's profile), else the built-in

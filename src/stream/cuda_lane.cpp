@@ -1,0 +1,211 @@
+// The lane on a CUDA stream: pack and unpack kernels (Loom's GPU engine) on
+// the caller's stream, reading and writing mapped pinned staging; flags by
+// stream memory operations on mapped pinned words.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+#include "pack/gpu_engine.hpp"
+#include "pack/pools.hpp"
+#include "stream/lane.hpp"
+#include "util/log.hpp"
+
+namespace loom::stream {
+namespace {
+
+Status cuda_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::ok();
+  cudaGetLastError();
+  return Status(Err::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+using MemOpFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// What every CUDA lane of the process shares: the driver's stream memory
+// operations (found once, through the runtime, so libloom needs no libcuda
+// at link time), mapped pinned memory, and GPU layouts by (form, count).
+struct Shared {
+  std::mutex mu;
+  bool probed = false;
+  MemOpFn write32 = nullptr, wait32 = nullptr;
+  std::unique_ptr<pack::PinnedPool> pinned;
+  std::map<std::tuple<const type::Node*, int64_t, int64_t>,
+           std::pair<type::NodePtr, std::shared_ptr<pack::GpuLayout>>>
+      layouts;
+
+  void probe() {
+    if (probed) return;
+    probed = true;
+    cudaDriverEntryPointQueryResult q;
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      write32 = reinterpret_cast<MemOpFn>(fn);
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      wait32 = reinterpret_cast<MemOpFn>(fn);
+    cudaGetLastError();
+    if (!write32 || !wait32)
+      LOOM_WARN(kTransport, "no stream memory operations: host functions stand in (slower)");
+    pinned = std::make_unique<pack::PinnedPool>();
+  }
+
+  Result<std::shared_ptr<pack::GpuLayout>> layout(const transport::Message& m) {
+    std::lock_guard<std::mutex> lk(mu);
+    auto key = std::make_tuple(m.form.get(), m.count, m.extent);
+    auto it = layouts.find(key);
+    if (it != layouts.end()) return it->second.second;
+    pack::Layout owned;
+    auto v = transport::message_view(m, owned);
+    if (!v) return v.status();
+    auto gl = pack::GpuLayout::create(v.value());
+    if (!gl) return gl.status();
+    auto p = std::make_shared<pack::GpuLayout>(std::move(gl.value()));
+    layouts.emplace(key, std::make_pair(m.form, p));
+    return p;
+  }
+};
+
+Shared& shared() {
+  static Shared* s = new Shared();  // lives to the end: host functions may still run
+  return *s;
+}
+
+struct WaitArgs {
+  const uint32_t* word;
+  uint32_t value;
+};
+
+// Host functions must not call CUDA: these touch only host words.
+void host_write(void* p) {
+  auto* a = static_cast<WaitArgs*>(p);
+  reinterpret_cast<std::atomic<uint32_t>*>(const_cast<uint32_t*>(a->word))
+      ->store(a->value, std::memory_order_release);
+  delete a;
+}
+void host_wait(void* p) {
+  auto* a = static_cast<WaitArgs*>(p);
+  const auto* w = reinterpret_cast<const std::atomic<uint32_t>*>(a->word);
+  while (!reached(w->load(std::memory_order_acquire), a->value)) std::this_thread::yield();
+  delete a;
+}
+
+class CudaLane final : public Lane {
+ public:
+  explicit CudaLane(cudaStream_t s) : s_(s) {}
+  bool emulated() const override { return false; }
+
+  Status write(uint32_t* word, uint32_t value) override {
+    Shared& sh = shared();
+    if (sh.write32) {
+      void* dev = nullptr;
+      LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, word, 0), "flag address"));
+      if (sh.write32(reinterpret_cast<CUstream>(s_), reinterpret_cast<CUdeviceptr>(dev), value,
+                     CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS)
+        return Status::ok();
+    }
+    return cuda_status(cudaLaunchHostFunc(s_, host_write, new WaitArgs{word, value}), "flag");
+  }
+  Status wait(uint32_t* word, uint32_t value) override {
+    Shared& sh = shared();
+    if (sh.wait32) {
+      void* dev = nullptr;
+      LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, word, 0), "flag address"));
+      if (sh.wait32(reinterpret_cast<CUstream>(s_), reinterpret_cast<CUdeviceptr>(dev), value,
+                    CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS)
+        return Status::ok();
+    }
+    return cuda_status(cudaLaunchHostFunc(s_, host_wait, new WaitArgs{word, value}), "wait");
+  }
+  Status pack(const transport::Message& m, const void* user, void* packed) override {
+    if (m.bytes == 0) return Status::ok();
+    auto gl = shared().layout(m);
+    if (!gl) return gl.status();
+    return pack::gpu_pack(*gl.value(), user, device_address(packed), s_);
+  }
+  Status unpack(const transport::Message& m, const void* packed, void* user) override {
+    if (m.bytes == 0) return Status::ok();
+    auto gl = shared().layout(m);
+    if (!gl) return gl.status();
+    return pack::gpu_unpack(*gl.value(), device_address(packed), user, s_);
+  }
+  Status copy_in(void* block, const void* user, size_t bytes) override {
+    return cuda_status(cudaMemcpyAsync(block, user, bytes, cudaMemcpyDefault, s_), "copy");
+  }
+  Status copy_out(void* user, const void* block, size_t bytes) override {
+    return cuda_status(cudaMemcpyAsync(user, block, bytes, cudaMemcpyDefault, s_), "copy");
+  }
+  Status launch_host(void (*fn)(void*), void* arg) override {
+    return cuda_launch_host(s_, fn, arg);
+  }
+  Status synchronize() override { return cuda_synchronize(s_); }
+  Result<Block> alloc(size_t bytes) override {
+    Shared& sh = shared();
+    pack::PinnedPool* pool;
+    {
+      std::lock_guard<std::mutex> lk(sh.mu);
+      pool = sh.pinned.get();
+    }
+    auto l = pack::lease(*pool, bytes ? bytes : 1);
+    if (!l) return l.status();
+    auto lease = std::make_shared<pack::PoolLease>(std::move(l.value()));
+    Block b;
+    b.host = lease->get();
+    b.dev = lease->dev();
+    b.bytes = bytes;
+    b.hold = lease;
+    return b;
+  }
+
+ private:
+  void* device_address(const void* host) const {
+    void* dev = nullptr;
+    if (cudaHostGetDevicePointer(&dev, const_cast<void*>(host), 0) != cudaSuccess) {
+      cudaGetLastError();
+      return const_cast<void*>(host);  // unified addressing: the same pointer
+    }
+    return dev;
+  }
+  cudaStream_t s_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream) {
+  if (!pack::gpu_available()) return Status(Err::kUnsupported, "no usable GPU");
+  // A stream of this context? cudaStreamQuery says so without waiting.
+  cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(cuda_stream));
+  if (e != cudaSuccess && e != cudaErrorNotReady)
+    return cuda_status(e, "not a CUDA stream of this process");
+  {
+    std::lock_guard<std::mutex> lk(shared().mu);
+    shared().probe();
+  }
+  return std::unique_ptr<Lane>(new CudaLane(static_cast<cudaStream_t>(cuda_stream)));
+}
+
+Status cuda_synchronize(void* cuda_stream) {
+  return cuda_status(cudaStreamSynchronize(static_cast<cudaStream_t>(cuda_stream)), "synchronize");
+}
+
+Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg) {
+  return cuda_status(cudaLaunchHostFunc(static_cast<cudaStream_t>(cuda_stream), fn, arg),
+                     "host function");
+}
+
+void cuda_lanes_release() {
+  Shared& sh = shared();
+  std::lock_guard<std::mutex> lk(sh.mu);
+  sh.layouts.clear();
+  if (sh.pinned) sh.pinned->release_all();
+}
+
+}  // namespace loom::stream

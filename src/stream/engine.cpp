@@ -1,0 +1,331 @@
+#include "stream/engine.hpp"
+
+#include <chrono>
+#include <cstring>
+
+#include "mpi/errors.hpp"
+#include "mpi/next.hpp"
+#include "mpi/runtime.hpp"
+#include "util/log.hpp"
+
+namespace loom::stream {
+
+Result<std::shared_ptr<Channel>> Channel::create(std::shared_ptr<Lane> lane) {
+  auto ch = std::make_shared<Channel>();
+  auto w = lane->alloc(sizeof(uint32_t) * 16 * (kSlots + 1));
+  if (!w) return w.status();
+  std::memset(w->host, 0, w->bytes);
+  ch->lane_ = std::move(lane);
+  ch->words_ = std::move(w.value());
+  ch->gen_.assign(kSlots, 0);
+  for (int i = kSlots - 1; i >= 0; --i) ch->free_.push_back(i);
+  return ch;
+}
+
+Result<uint32_t> Channel::mark() {
+  ++seq_;
+  LOOM_TRY(lane_->write(static_cast<uint32_t*>(words_.host), seq_));
+  return seq_;
+}
+
+uint32_t Channel::position() const {
+  return reinterpret_cast<const std::atomic<uint32_t>*>(words_.host)
+      ->load(std::memory_order_acquire);
+}
+
+Slot Channel::take() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(slot_mu_);
+      if (!free_.empty()) {
+        Slot s;
+        s.index = free_.back();
+        free_.pop_back();
+        s.value = ++gen_[s.index];
+        return s;
+      }
+    }
+    std::this_thread::yield();  // every word waits on an operation: let them finish
+  }
+}
+
+void Channel::release(const Slot& s) {
+  if (s.index < 0) return;
+  reinterpret_cast<std::atomic<uint32_t>*>(word(s.index))
+      ->store(s.value, std::memory_order_release);
+  // The word may be handed out again: its next value is larger, so a stream
+  // still waiting for this one passes as well (it was released).
+  std::lock_guard<std::mutex> lk(slot_mu_);
+  free_.push_back(s.index);
+}
+
+Engine::Engine() {
+  LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &world_);
+  void* ub = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  if (flag && ub) tag_ub_ = *static_cast<int*>(ub);
+}
+
+int Engine::keyval(MPI_Comm_delete_attr_function* on_free) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (keyval_ == MPI_KEYVAL_INVALID)
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_free, &keyval_, nullptr);
+  return keyval_;
+}
+
+Engine::~Engine() {
+  shutdown();
+}
+
+void Engine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> lk(hs_mu_);
+    host_streams_.clear();
+  }
+  cuda_lanes_release();
+  if (keyval_ != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&keyval_);
+  if (world_ != MPI_COMM_NULL) LOOM_NEXT(MPI_Comm_free)(&world_);
+}
+
+void Engine::submit(std::shared_ptr<Op> op) {
+  op->ch->in_flight.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
+    incoming_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+}
+
+void Engine::put(Kind k, uintptr_t key, std::shared_ptr<void> obj) {
+  std::lock_guard<std::mutex> lk(reg_mu_);
+  reg_[{static_cast<int>(k), key}] = std::move(obj);
+}
+
+std::shared_ptr<void> Engine::get(Kind k, uintptr_t key) {
+  std::lock_guard<std::mutex> lk(reg_mu_);
+  auto it = reg_.find({static_cast<int>(k), key});
+  return it == reg_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<void> Engine::take(Kind k, uintptr_t key) {
+  std::lock_guard<std::mutex> lk(reg_mu_);
+  auto it = reg_.find({static_cast<int>(k), key});
+  if (it == reg_.end()) return nullptr;
+  auto obj = std::move(it->second);
+  reg_.erase(it);
+  return obj;
+}
+
+Result<std::shared_ptr<Lane>> Engine::lane_for(void* stream) {
+  if (HostStream* h = host_stream(stream)) return std::shared_ptr<Lane>(make_host_lane(h));
+  auto l = make_cuda_lane(stream);
+  if (!l) return l.status();
+  return std::shared_ptr<Lane>(std::move(l.value()));
+}
+
+void* Engine::host_stream_create() {
+  auto s = std::make_unique<HostStream>();
+  void* key = s.get();
+  std::lock_guard<std::mutex> lk(hs_mu_);
+  host_streams_.emplace(key, std::move(s));
+  return key;
+}
+
+bool Engine::host_stream_free(void* s) {
+  std::unique_ptr<HostStream> gone;
+  {
+    std::lock_guard<std::mutex> lk(hs_mu_);
+    auto it = host_streams_.find(s);
+    if (it == host_streams_.end()) return false;
+    gone = std::move(it->second);
+    host_streams_.erase(it);
+  }
+  return true;  // its destructor finishes the queued work
+}
+
+HostStream* Engine::host_stream(void* s) {
+  std::lock_guard<std::mutex> lk(hs_mu_);
+  auto it = host_streams_.find(s);
+  return it == host_streams_.end() ? nullptr : it->second.get();
+}
+
+bool Engine::post(Op& op) {
+  int rc = MPI_SUCCESS;
+  switch (op.kind) {
+    case Op::Kind::kSend:
+      rc = op.raw
+               ? LOOM_NEXT(MPI_Isend)(op.sbuf, op.count, op.type, op.peer, op.tag, op.comm, &op.req)
+               : MPI_Isend(op.sbuf, op.count, op.type, op.peer, op.tag, op.comm, &op.req);
+      break;
+    case Op::Kind::kRecv:
+      rc = op.raw
+               ? LOOM_NEXT(MPI_Irecv)(op.rbuf, op.count, op.type, op.peer, op.tag, op.comm, &op.req)
+               : MPI_Irecv(op.rbuf, op.count, op.type, op.peer, op.tag, op.comm, &op.req);
+      break;
+    case Op::Kind::kAllreduce:
+      rc = LOOM_NEXT(MPI_Iallreduce)(op.sbuf, op.rbuf, op.count, op.type, op.op, op.comm, &op.req);
+      break;
+  }
+  host_actions.fetch_add(1, std::memory_order_relaxed);
+  op.posted = true;
+  if (rc != MPI_SUCCESS) {
+    LOOM_WARN(kMpi, "enqueued operation: the MPI refused it (error %d)", rc);
+    op.req = MPI_REQUEST_NULL;
+    op.st.MPI_ERROR = rc;
+    return false;
+  }
+  if (op.release_on_post) op.ch->release(op.slot);
+  return true;
+}
+
+bool Engine::test(Op& op) {
+  if (op.req == MPI_REQUEST_NULL) return true;
+  int flag = 0;
+  MPI_Status st;
+  const int rc = op.raw ? LOOM_NEXT(MPI_Test)(&op.req, &flag, &st) : MPI_Test(&op.req, &flag, &st);
+  if (rc != MPI_SUCCESS) {
+    op.st.MPI_ERROR = rc;
+    op.req = MPI_REQUEST_NULL;
+    return true;
+  }
+  if (!flag) return false;
+  if (op.kind == Op::Kind::kRecv) {
+    const int err = op.st.MPI_ERROR;
+    op.st = st;
+    op.st.MPI_ERROR = err;
+  }
+  return true;
+}
+
+void Engine::finish(Op& op) {
+  host_actions.fetch_add(1, std::memory_order_relaxed);
+  if (op.kind == Op::Kind::kRecv && op.tail_fix && op.st.MPI_ERROR == MPI_SUCCESS) {
+    MPI_Count got = 0;
+    MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
+    if (got >= 0 && static_cast<size_t>(got) < op.expect) {
+      // A short message: the stream's unpack writes the whole staging back,
+      // so the bytes past what landed must be the user's own.
+      Runtime* rt = runtime();
+      transport::Mover* mv = rt ? rt->mover(transport::Method::kStaged) : nullptr;
+      auto mine = mv ? mv->pack(op.msg, op.user)
+                     : Result<transport::Staged>(Status(Err::kInternal, "no mover"));
+      if (mine)
+        std::memcpy(static_cast<char*>(op.staging.host) + got,
+                    static_cast<const char*>(mine->host) + got, op.expect - got);
+      else
+        LOOM_WARN(kMpi, "short enqueued receive: %s", mine.status().message().c_str());
+    }
+  }
+  if (op.own_type) LOOM_NEXT(MPI_Type_free)(&op.type);
+  if (!op.release_on_post || !op.posted) op.ch->release(op.slot);
+  MPI_Request greq = MPI_REQUEST_NULL;
+  {
+    std::lock_guard<std::mutex> lk(op.mu);
+    op.done = true;
+    if (op.status_out) *op.status_out = op.st;
+    greq = op.greq;
+  }
+  if (op.active) op.active->fetch_sub(1);
+  if (greq != MPI_REQUEST_NULL) MPI_Grequest_complete(greq);
+}
+
+void Engine::run() {
+  std::vector<std::shared_ptr<Op>> waiting, active, retiring;
+  auto idle_since = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point stop_at{};
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (waiting.empty() && active.empty() && retiring.empty()) {
+        cv_.wait(lk, [this] { return stop_ || !incoming_.empty(); });
+        if (incoming_.empty()) return;  // stopping with nothing in flight
+      }
+      if (stop_) {
+        // At finalize: what a stream never reached cannot finish.
+        const auto now = std::chrono::steady_clock::now();
+        if (stop_at == std::chrono::steady_clock::time_point{}) stop_at = now;
+        if (now - stop_at > std::chrono::seconds(10)) {
+          LOOM_WARN(kMpi, "finalize: %zu enqueued operations never reached by their stream",
+                    waiting.size() + active.size());
+          return;
+        }
+      }
+      while (!incoming_.empty()) {
+        waiting.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
+    bool did = false;
+    // Post in submission order: positions only grow, so an operation whose
+    // trigger is reached has every earlier one of its lane reached too.
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      Op& op = **it;
+      if (!reached(op.ch->position(), op.start)) {
+        ++it;
+        continue;
+      }
+      did = true;
+      post(op);
+      active.push_back(std::move(*it));
+      it = waiting.erase(it);
+    }
+    for (auto it = active.begin(); it != active.end();) {
+      if (!test(**it)) {
+        ++it;
+        continue;
+      }
+      did = true;
+      finish(**it);
+      retiring.push_back(std::move(*it));
+      it = active.erase(it);
+    }
+    // Staging goes back once the stream is past its last use of it.
+    for (auto it = retiring.begin(); it != retiring.end();) {
+      const uint64_t r = (*it)->retire.load(std::memory_order_acquire);
+      if (!(r >> 32) || !reached((*it)->ch->position(), static_cast<uint32_t>(r))) {
+        ++it;
+        continue;
+      }
+      (*it)->ch->in_flight.fetch_sub(1);
+      it = retiring.erase(it);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (did) {
+      idle_since = now;
+    } else if (now - idle_since < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();  // just busy: the next trigger is likely close
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+Engine* engine(MPI_Comm comm, int* rc) {
+  *rc = MPI_SUCCESS;
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams) {
+    *rc = mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active: no stream engine");
+    return nullptr;
+  }
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    *rc = mpi::raise(comm, MPI_ERR_OTHER,
+                     "stream communication needs MPI_THREAD_MULTIPLE (Loom's progress thread "
+                     "calls the MPI): initialise with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, "
+                     "...)");
+    return nullptr;
+  }
+  return rt->streams.get();
+}
+
+}  // namespace loom::stream

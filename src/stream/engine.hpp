@@ -1,0 +1,175 @@
+// The stream engine: operations enqueued on a lane (a CUDA or emulated
+// stream) and the progress thread that moves their bytes through the MPI.
+//
+// Each enqueued operation is, on its lane, (GPU work that stages the data),
+// a point where the stream writes its position word (the trigger), and
+// later a wait on a release word. The progress thread posts the operation
+// to the MPI once the lane's position reaches its trigger (so enqueue order
+// on a lane is posting order, and an operation is posted when the stream
+// gets to it, as MPICH does), tests it, and writes the release word: for a
+// staged send once it is posted (its bytes are already staged), for a
+// receive once its bytes have landed. The stream then goes on in order
+// (unpack kernels, the user's next kernels) with no host thread waiting.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "mpi/type_registry.hpp"
+#include "stream/lane.hpp"
+#include "transport/mover.hpp"
+
+namespace loom::stream {
+
+// A release word of a channel, taken by one operation.
+struct Slot {
+  int index = -1;
+  uint32_t value = 0;
+};
+
+// One MPIX stream or MPIS queue: its lane, the position word the stream
+// writes and the release words it waits on.
+class Channel {
+ public:
+  static Result<std::shared_ptr<Channel>> create(std::shared_ptr<Lane> lane);
+  Lane& lane() { return *lane_; }
+  // Enqueues "the stream writes its next position"; returns that position.
+  // Call under mu().
+  Result<uint32_t> mark();
+  // A free release word (waits for one when all are taken).
+  Slot take();
+  Status wait(const Slot& s) { return lane_->wait(word(s.index), s.value); }
+  // Progress thread: releases the stream waiting on s, frees the word.
+  void release(const Slot& s);
+  uint32_t position() const;
+  // The stream has not reached the last point enqueued on it.
+  bool busy() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return !reached(position(), seq_);
+  }
+  std::mutex& mu() { return mu_; }
+  // Operations submitted and not yet retired.
+  std::atomic<int> in_flight{0};
+
+  static constexpr int kSlots = 1024;
+
+ private:
+  uint32_t* word(int i) { return static_cast<uint32_t*>(words_.host) + 16 * (i + 1); }
+  std::shared_ptr<Lane> lane_;
+  Block words_;  // word 0: position; words 16 (i + 1): release word i (own cache lines)
+  std::mutex mu_;
+  uint32_t seq_ = 0;
+  std::mutex slot_mu_;
+  std::vector<uint32_t> gen_;
+  std::vector<int> free_;
+};
+
+struct Op {
+  enum class Kind { kSend, kRecv, kAllreduce };
+  Kind kind = Kind::kSend;
+  std::shared_ptr<Channel> ch;
+  uint32_t start = 0;  // posted once the lane's position reaches it
+  Slot slot;           // released when posted (release_on_post) or done
+  bool release_on_post = false;
+  std::atomic<uint64_t> retire{0};  // (1 << 32) | position after the stream's last use
+  // The MPI call: interposed (Loom's own MPI_Isend/MPI_Irecv, which every
+  // other rank's Loom understands) unless `raw` (the MPI itself: private
+  // channels and host mirrors).
+  bool raw = false;
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_BYTE;
+  bool own_type = false;  // a byte type of its own (over 2 GiB), freed at the end
+  int peer = 0, tag = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  // A device receive: when fewer bytes than `expect` land, the progress
+  // thread packs the user's current bytes into the staging's tail first, so
+  // the stream's full unpack leaves them as they were.
+  bool tail_fix = false;
+  transport::Message msg;
+  mpi::TypeRegistry::Entry keep;
+  void* user = nullptr;
+  size_t expect = 0;
+  Block staging, staging2;
+  // Completion, for the requests of MPIX_I*_enqueue and MPIS rounds.
+  std::mutex mu;
+  MPI_Status* status_out = nullptr;  // written at completion (under mu)
+  MPI_Status st{};
+  bool done = false;  // under mu
+  MPI_Request greq = MPI_REQUEST_NULL;
+  std::shared_ptr<std::atomic<int>> active;  // decremented when done
+  // Progress thread only.
+  MPI_Request req = MPI_REQUEST_NULL;
+  bool posted = false;
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  // Stops the progress thread after the operations in flight (at finalize).
+  void shutdown();
+
+  // Hands an operation to the progress thread (it was enqueued on its lane).
+  void submit(std::shared_ptr<Op> op);
+
+  // The lane for a stream value: an emulated stream made here, or a CUDA
+  // stream.
+  Result<std::shared_ptr<Lane>> lane_for(void* stream);
+  void* host_stream_create();
+  bool host_stream_free(void* s);
+  HostStream* host_stream(void* s);
+
+  // Loom's own duplicate of MPI_COMM_WORLD (MPIS rounds go on it).
+  MPI_Comm world() const { return world_; }
+  int tag_ub() const { return tag_ub_; }
+  // The attribute key of stream communicators (made on first use).
+  int keyval(MPI_Comm_delete_attr_function* on_free);
+  std::atomic<long long> host_actions{0};
+
+  // Live handles of the stream APIs, so that a freed or foreign handle is an
+  // MPI error, not a crash.
+  enum class Kind { kStream, kQueue, kRequest, kEnqueued };
+  void put(Kind k, uintptr_t key, std::shared_ptr<void> obj);
+  std::shared_ptr<void> get(Kind k, uintptr_t key);
+  std::shared_ptr<void> take(Kind k, uintptr_t key);
+  uintptr_t next_handle() { return ++handles_; }
+
+ private:
+  void run();
+  bool post(Op& op);
+  bool test(Op& op);
+  void finish(Op& op);
+
+  MPI_Comm world_ = MPI_COMM_NULL;
+  int tag_ub_ = 32767;
+  int keyval_ = MPI_KEYVAL_INVALID;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Op>> incoming_;
+  std::atomic<int> pending_{0};
+  bool stop_ = false;
+  std::thread thread_;
+  std::mutex reg_mu_;
+  std::map<std::pair<int, uintptr_t>, std::shared_ptr<void>> reg_;
+  std::atomic<uintptr_t> handles_{0};
+  std::mutex hs_mu_;
+  std::unordered_map<void*, std::unique_ptr<HostStream>> host_streams_;
+};
+
+// The engine of the runtime; null (and an MPI error raised on comm) when
+// Loom is not active or the MPI gives no MPI_THREAD_MULTIPLE.
+Engine* engine(MPI_Comm comm_for_errors, int* rc);
+
+}  // namespace loom::stream

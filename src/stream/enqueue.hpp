@@ -1,0 +1,49 @@
+// The parts every enqueued transfer shares (MPIX_*_enqueue and MPIS rounds):
+// what the user's buffer is, and the lane work that stages it.
+//   host:   host memory: the MPI reads or writes it directly when the stream
+//           gets there (the stream waits for completion);
+//   packed: device memory, a type Loom reads: a pack kernel writes the
+//           packed bytes into mapped staging on the stream, and an unpack
+//           kernel takes them out after the receive's release;
+//   span:   device memory, a type Loom cannot read: the data's whole span is
+//           copied to staging, and the MPI takes it with the user's type.
+#pragma once
+
+#include <mpi.h>
+
+#include "stream/engine.hpp"
+
+namespace loom::stream {
+
+struct Buffer {
+  enum class How { kHost, kPacked, kSpan };
+  How how = How::kHost;
+  mpi::TypeRegistry::Entry keep;
+  transport::Message msg;
+  int64_t span_lo = 0, span_bytes = 0;
+  size_t staged_bytes() const {
+    return static_cast<size_t>(how == How::kPacked ? msg.bytes : span_bytes);
+  }
+};
+
+// Checks count and type (errors raised on comm) and classifies buf.
+int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b);
+
+// Staging for b on the lane (none for host buffers).
+Result<Block> staging_for(Lane& lane, const Buffer& b);
+
+// Enqueue the lane work before a send's trigger and set op's MPI arguments
+// (sbuf, count, type) and release rule. `staging` from staging_for.
+Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
+                  const Block& staging, Op& op);
+// The same for a receive (rbuf, count, type; spans copy the user's bytes in
+// first so that gaps stay as they are).
+Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Datatype type,
+                  const Block& staging, Op& op);
+// After the stream's wait for a receive: unpack or copy out, then the
+// position after which its staging may go (op.retire).
+Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op);
+// op.retire = position `pos` (known now).
+void set_retire(Op& op, uint32_t pos);
+
+}  // namespace loom::stream

@@ -1,0 +1,98 @@
+// A lane is where the stream engine puts work in stream order: a CUDA
+// stream, or an emulated one (an ordered host executor, for machines
+// without a GPU and for CI). The engine writes every enqueued operation as
+// lane work (pack, unpack, copies) and two kinds of flag operations: the
+// stream writes a word when it reaches a point, and waits on a word the
+// progress thread writes. On a CUDA stream these are stream memory
+// operations on mapped pinned words (cuStreamWriteValue32 and
+// cuStreamWaitValue32), so the stream goes on with no host thread in its
+// path; where the driver lacks them, host functions stand in (they touch
+// only host words, never a CUDA API). MPI-free.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "transport/mover.hpp"
+#include "util/status.hpp"
+
+namespace loom::stream {
+
+// Memory the host and the lane's work both reach: `host` for the MPI and the
+// progress thread, `dev` for the lane's kernels (the same bytes).
+struct Block {
+  void* host = nullptr;
+  void* dev = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<void> hold;  // frees the memory with the last copy
+};
+
+// (int32_t)(word - value) >= 0: the comparison cuStreamWaitValue32's GEQ
+// makes, so counters may wrap.
+inline bool reached(uint32_t word, uint32_t value) {
+  return static_cast<int32_t>(word - value) >= 0;
+}
+
+class Lane {
+ public:
+  virtual ~Lane() = default;
+  virtual bool emulated() const = 0;
+  // The stream sets *word = value when it reaches this point (word is the
+  // host address of a block from alloc()).
+  virtual Status write(uint32_t* word, uint32_t value) = 0;
+  // The stream waits here until reached(*word, value).
+  virtual Status wait(uint32_t* word, uint32_t value) = 0;
+  // Packs m from `user` into `packed` (a block's bytes, host address), and
+  // the reverse; ordered on the stream.
+  virtual Status pack(const transport::Message& m, const void* user, void* packed) = 0;
+  virtual Status unpack(const transport::Message& m, const void* packed, void* user) = 0;
+  // Copies between the user's memory and a block (host address), ordered.
+  virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
+  virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;
+  virtual Status launch_host(void (*fn)(void*), void* arg) = 0;
+  virtual Status synchronize() = 0;
+  // Mapped memory for words and staging (not zeroed).
+  virtual Result<Block> alloc(size_t bytes) = 0;
+};
+
+// An emulated stream: tasks run one after another on its own thread. A
+// wait task blocks it, as a stream waits, until its word is reached.
+class HostStream {
+ public:
+  HostStream();
+  ~HostStream();  // finishes the queued work first
+  HostStream(const HostStream&) = delete;
+  HostStream& operator=(const HostStream&) = delete;
+
+  void push(std::function<void()> task);
+  void synchronize();
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+};
+
+std::unique_ptr<Lane> make_host_lane(HostStream* s);
+
+// A lane on a CUDA stream (the caller's cudaStream_t, as an opaque value).
+// Fails without a CUDA build or a usable GPU.
+Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream);
+// Waits for a CUDA stream / runs a host function on it (the public helpers).
+Status cuda_synchronize(void* cuda_stream);
+Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg);
+// Frees what the CUDA lanes keep for the process (layout cache, pinned
+// pool), at finalize.
+void cuda_lanes_release();
+
+}  // namespace loom::stream

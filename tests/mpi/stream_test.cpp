@@ -1,0 +1,523 @@
+// Stream-triggered communication (include/loom/stream.h) on emulated
+// streams: every function of MPICH's MPIX stream API and of the MPIS_*
+// persistent queue API, on 2 and 4 ranks, with host buffers and (under
+// LOOM_TEST_HOST_AS_DEVICE=1) the device path's staging, packing and
+// unpacking on the stream. "Kernels" are host functions on the stream: the
+// data a send takes is written by the stream just before it, and received
+// data is read by the stream just after the wait, so an engine that moved
+// data out of stream order fails. The oracle is the MPI's own pack/unpack.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "loom/loom.h"
+#include "loom/stream.h"
+#include "random_types.hpp"
+#include "test_buffers.hpp"
+
+namespace loom::test {
+namespace {
+
+// Runs a std::function on the stream (the tests' "kernels").
+void run_task(void* p) {
+  auto* f = static_cast<std::function<void()>*>(p);
+  (*f)();
+  delete f;
+}
+void on_stream(void* s, std::function<void()> f) {
+  ASSERT_EQ(loom_stream_launch_host(s, run_task, new std::function<void()>(std::move(f))),
+            MPI_SUCCESS);
+}
+
+void fill(Buffer& b, unsigned seed) {
+  for (size_t i = 0; i < b.bytes.size(); ++i)
+    b.bytes[i] = static_cast<unsigned char>((i * 37 + seed * 101) >> 2);
+}
+
+MPI_Info stream_info(void* s) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "type", "cudaStream_t");
+  MPIX_Info_set_hex(info, "value", &s, sizeof(s));
+  return info;
+}
+
+class Stream : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    ASSERT_EQ(loom_host_stream_create(&s_), MPI_SUCCESS);
+    MPI_Info info = stream_info(s_);
+    ASSERT_EQ(MPIX_Stream_create(info, &stream_), MPI_SUCCESS);
+    MPI_Info_free(&info);
+    ASSERT_EQ(MPIX_Stream_comm_create(MPI_COMM_WORLD, stream_, &comm_), MPI_SUCCESS);
+  }
+  void TearDown() override {
+    if (!s_) return;
+    EXPECT_EQ(loom_stream_synchronize(s_), MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    EXPECT_EQ(MPIX_Stream_free(&stream_), MPI_SUCCESS);
+    EXPECT_EQ(loom_host_stream_free(s_), MPI_SUCCESS);
+  }
+  void sync() { ASSERT_EQ(loom_stream_synchronize(s_), MPI_SUCCESS); }
+
+  void* s_ = nullptr;
+  MPIX_Stream stream_ = MPIX_STREAM_NULL;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// The types every data test runs: contiguous, strided, indexed with gaps,
+// a struct, and random nested types.
+std::vector<std::pair<std::string, MPI_Datatype>> test_types() {
+  std::vector<std::pair<std::string, MPI_Datatype>> out;
+  MPI_Datatype t;
+  MPI_Type_contiguous(1000, MPI_INT, &t);
+  out.emplace_back("contiguous", t);
+  MPI_Type_vector(64, 3, 7, MPI_DOUBLE, &t);
+  out.emplace_back("vector", t);
+  int bl[3] = {2, 5, 1}, disp[3] = {0, 4, 17};
+  MPI_Type_indexed(3, bl, disp, MPI_SHORT, &t);
+  out.emplace_back("indexed", t);
+  int sbl[2] = {1, 3};
+  MPI_Aint sd[2] = {0, 8};
+  MPI_Datatype st[2] = {MPI_CHAR, MPI_FLOAT};
+  MPI_Type_create_struct(2, sbl, sd, st, &t);
+  out.emplace_back("struct", t);
+  for (uint64_t seed = 11; seed <= 15; ++seed) {
+    RandomTypes gen(seed * 7919);
+    t = gen.make(3);
+    out.emplace_back("random " + gen.recipe(), t);
+  }
+  for (auto& [name, type] : out) MPI_Type_commit(&type);
+  return out;
+}
+
+// A ping-pong of every type: the "kernel" before the send writes the data,
+// the one after the receive copies it out; the peer echoes what it got.
+TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  for (auto& [name, t] : test_types()) {
+    SCOPED_TRACE(name);
+    for (int count : {1, 3}) {
+      Buffer src(t, count, 1), dst(t, count, 0);
+      const Buffer initial = dst;
+      auto seen = std::make_shared<std::vector<unsigned char>>();
+      if (me % 2 == 0) {
+        on_stream(s_, [&src, count] { fill(src, 7u + count); });
+        ASSERT_EQ(MPIX_Send_enqueue(src.origin(), count, t, peer, 3, comm_), MPI_SUCCESS);
+        MPI_Status st;
+        ASSERT_EQ(MPIX_Recv_enqueue(dst.origin(), count, t, peer, 4, comm_, &st), MPI_SUCCESS);
+        on_stream(s_, [&dst, seen] { *seen = dst.bytes; });
+        sync();
+        EXPECT_EQ(st.MPI_SOURCE, peer);
+        EXPECT_EQ(st.MPI_TAG, 4);
+        int got = -1, size = 0;
+        MPI_Type_size(t, &size);
+        MPI_Get_count(&st, t, &got);
+        if (size > 0) {
+          EXPECT_EQ(got, count);
+        }
+        Buffer sent(t, count, 1);
+        fill(sent, 7u + count);
+        // The echo went through the peer's buffer (initially like ours).
+        Buffer mid = initial;
+        mid.bytes = expected(t, count, sent, t, count, initial);
+        EXPECT_EQ(*seen, expected(t, count, mid, t, count, initial));
+      } else {
+        ASSERT_EQ(MPIX_Recv_enqueue(dst.origin(), count, t, peer, 3, comm_, MPI_STATUS_IGNORE),
+                  MPI_SUCCESS);
+        ASSERT_EQ(MPIX_Send_enqueue(dst.origin(), count, t, peer, 4, comm_), MPI_SUCCESS);
+        sync();
+      }
+    }
+    MPI_Type_free(&t);
+  }
+}
+
+// Many messages in flight: Isend/Irecv_enqueue, Wait_enqueue and
+// Waitall_enqueue, statuses, a receive shorter than its buffer (the bytes
+// past what arrived stay as they were).
+TEST_F(Stream, NonblockingWaitallAndShortReceives) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(8, 2, 3, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  const int n = 16;
+  std::vector<Buffer> src, dst;
+  for (int i = 0; i < n; ++i) {
+    src.emplace_back(t, 3, 50 + i);
+    dst.emplace_back(t, 3, 0);
+  }
+  const std::vector<Buffer> initial = dst;
+  std::vector<MPI_Request> reqs(2 * n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(MPIX_Irecv_enqueue(dst[i].origin(), 3, t, peer, i, comm_, &reqs[i]), MPI_SUCCESS);
+  // Message i carries 1 + i % 3 elements.
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(MPIX_Isend_enqueue(src[i].origin(), 1 + i % 3, t, peer, i, comm_, &reqs[n + i]),
+              MPI_SUCCESS);
+  std::vector<MPI_Status> st(2 * n);
+  ASSERT_EQ(MPIX_Wait_enqueue(&reqs[0], &st[0]), MPI_SUCCESS);
+  EXPECT_EQ(reqs[0], MPI_REQUEST_NULL);
+  ASSERT_EQ(MPIX_Waitall_enqueue(2 * n - 1, &reqs[1], &st[1]), MPI_SUCCESS);
+  for (auto& r : reqs) EXPECT_EQ(r, MPI_REQUEST_NULL);
+  sync();
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE("message " + std::to_string(i));
+    int got = -1;
+    MPI_Get_count(&st[i], t, &got);
+    EXPECT_EQ(got, 1 + i % 3);
+    EXPECT_EQ(st[i].MPI_TAG, i);
+    EXPECT_EQ(st[i].MPI_SOURCE, peer);
+    Buffer peer_src(t, 3, 50 + i);
+    EXPECT_EQ(dst[i].bytes, expected(t, 1 + i % 3, peer_src, t, 3, initial[i]));
+  }
+  MPI_Type_free(&t);
+}
+
+// Enqueued and regular operations on one communicator keep MPI's order:
+// an enqueued operation is posted when the stream reaches it.
+TEST_F(Stream, OrderWithRegularOperations) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  int a = 0, b = 0;
+  if (me % 2 == 0) {
+    a = 111;
+    b = 222;
+    ASSERT_EQ(MPIX_Send_enqueue(&a, 1, MPI_INT, peer, 5, comm_), MPI_SUCCESS);
+    sync();  // the enqueued send is posted: it comes first
+    ASSERT_EQ(MPI_Send(&b, 1, MPI_INT, peer, 5, comm_), MPI_SUCCESS);
+  } else {
+    ASSERT_EQ(MPI_Recv(&a, 1, MPI_INT, peer, 5, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Recv(&b, 1, MPI_INT, peer, 5, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(a, 111);
+    EXPECT_EQ(b, 222);
+  }
+  // A regular receive posted before an enqueued one matches first.
+  int x = 0, y = 0;
+  if (me % 2 == 1) {
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv(&x, 1, MPI_INT, peer, 6, comm_, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Recv_enqueue(&y, 1, MPI_INT, peer, 6, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    sync();
+    EXPECT_EQ(x, 1);
+    EXPECT_EQ(y, 2);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    int one = 1, two = 2;
+    ASSERT_EQ(MPI_Send(&one, 1, MPI_INT, peer, 6, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(&two, 1, MPI_INT, peer, 6, comm_), MPI_SUCCESS);
+  }
+}
+
+// Wildcard receives: rank 0 takes one message from every other rank.
+TEST_F(Stream, WildcardReceives) {
+  const int me = world_rank(), n = world_size();
+  std::vector<int> got(n, -1);
+  std::vector<MPI_Status> st(n);
+  if (me == 0) {
+    for (int i = 1; i < n; ++i)
+      ASSERT_EQ(MPIX_Recv_enqueue(&got[i], 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &st[i]),
+                MPI_SUCCESS);
+    sync();
+    std::set<int> sources;
+    for (int i = 1; i < n; ++i) {
+      EXPECT_EQ(got[i], 1000 + st[i].MPI_SOURCE);
+      EXPECT_EQ(st[i].MPI_TAG, 40 + st[i].MPI_SOURCE);
+      sources.insert(st[i].MPI_SOURCE);
+    }
+    EXPECT_EQ(static_cast<int>(sources.size()), n - 1);
+  } else {
+    int v = 1000 + me;
+    ASSERT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, 0, 40 + me, comm_), MPI_SUCCESS);
+    sync();
+  }
+}
+
+// Allreduce in stream order: contiguous (in place and not) and a strided
+// type whose gaps must stay; the oracle is the MPI's own allreduce.
+TEST_F(Stream, AllreduceEnqueue) {
+  const int me = world_rank();
+  std::vector<int> in(1000), out(1000, -1), ref(1000);
+  on_stream(s_, [&in, me] {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int>(i) * (me + 1);
+  });
+  ASSERT_EQ(MPIX_Allreduce_enqueue(in.data(), out.data(), 1000, MPI_INT, MPI_SUM, comm_),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIX_Allreduce_enqueue(MPI_IN_PLACE, in.data(), 1000, MPI_INT, MPI_MAX, comm_),
+            MPI_SUCCESS);
+  sync();
+  std::vector<int> mine(1000);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<int>(i) * (me + 1);
+  PMPI_Allreduce(mine.data(), ref.data(), 1000, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(out, ref);
+  PMPI_Allreduce(mine.data(), ref.data(), 1000, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(in, ref);
+
+  MPI_Datatype v;
+  MPI_Type_vector(10, 2, 5, MPI_DOUBLE, &v);
+  MPI_Type_commit(&v);
+  std::vector<double> a(150), b(150, -7.0), c(150, -7.0);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 0.5 * static_cast<double>(i) + me;
+  ASSERT_EQ(MPIX_Allreduce_enqueue(a.data(), b.data(), 3, v, MPI_SUM, comm_), MPI_SUCCESS);
+  sync();
+  PMPI_Allreduce(a.data(), c.data(), 3, v, MPI_SUM, MPI_COMM_WORLD);
+  EXPECT_EQ(b, c);  // the gaps hold -7 in both
+  MPI_Type_free(&v);
+}
+
+// Multiplex communicators: matching per (source stream, destination stream).
+TEST_F(Stream, MultiplexStreamSendRecv) {
+  const int me = world_rank(), peer = me ^ 1;
+  void* s2 = nullptr;
+  ASSERT_EQ(loom_host_stream_create(&s2), MPI_SUCCESS);
+  MPI_Info info = stream_info(s2);
+  MPIX_Stream extra;
+  ASSERT_EQ(MPIX_Stream_create(info, &extra), MPI_SUCCESS);
+  MPI_Info_free(&info);
+  MPIX_Stream streams[2] = {MPIX_STREAM_NULL, extra};
+  MPI_Comm mux;
+  ASSERT_EQ(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 2, streams, &mux), MPI_SUCCESS);
+  MPIX_Stream got;
+  ASSERT_EQ(MPIX_Comm_get_stream(mux, 1, &got), MPI_SUCCESS);
+  EXPECT_EQ(got, extra);
+  ASSERT_EQ(MPIX_Comm_get_stream(mux, 0, &got), MPI_SUCCESS);
+  EXPECT_EQ(got, MPIX_STREAM_NULL);
+  ASSERT_EQ(MPIX_Comm_get_stream(comm_, 0, &got), MPI_SUCCESS);
+  EXPECT_EQ(got, stream_);
+  if (peer < world_size()) {
+    if (me % 2 == 0) {
+      int a = 10, b = 20;  // same tag: only the stream indices tell them apart
+      ASSERT_EQ(MPIX_Stream_send(&a, 1, MPI_INT, peer, 9, mux, 0, 1), MPI_SUCCESS);
+      ASSERT_EQ(MPIX_Stream_send(&b, 1, MPI_INT, peer, 9, mux, 1, 0), MPI_SUCCESS);
+    } else {
+      int a = 0, b = 0;
+      MPI_Status st;
+      ASSERT_EQ(MPIX_Stream_recv(&b, 1, MPI_INT, peer, 9, mux, 1, 0, &st), MPI_SUCCESS);
+      ASSERT_EQ(MPIX_Stream_recv(&a, 1, MPI_INT, peer, 9, mux, 0, 1, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      EXPECT_EQ(a, 10);
+      EXPECT_EQ(b, 20);
+      EXPECT_EQ(st.MPI_SOURCE, peer);
+    }
+  }
+  int rc = MPIX_Stream_send(&me, 1, MPI_INT, 0, 9, mux, 5, 0);
+  EXPECT_EQ(rc, MPI_ERR_ARG);
+  EXPECT_EQ(MPIX_Stream_free(&extra), MPI_ERR_OTHER);  // still bound to mux
+  MPI_Comm_free(&mux);
+  EXPECT_EQ(MPIX_Stream_free(&extra), MPI_SUCCESS);
+  EXPECT_EQ(extra, MPIX_STREAM_NULL);
+  EXPECT_EQ(loom_host_stream_free(s2), MPI_SUCCESS);
+}
+
+// Bad input: an MPI error through the handler, never a crash.
+TEST_F(Stream, BadInput) {
+  int v = 0;
+  // Not a stream communicator, or one whose stream has no GPU stream.
+  EXPECT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, 0, 0, MPI_COMM_WORLD), MPI_ERR_COMM);
+  MPIX_Stream plain;
+  ASSERT_EQ(MPIX_Stream_create(MPI_INFO_NULL, &plain), MPI_SUCCESS);
+  MPI_Comm pc;
+  ASSERT_EQ(MPIX_Stream_comm_create(MPI_COMM_WORLD, plain, &pc), MPI_SUCCESS);
+  EXPECT_EQ(MPIX_Recv_enqueue(&v, 1, MPI_INT, 0, 0, pc, MPI_STATUS_IGNORE), MPI_ERR_COMM);
+  EXPECT_EQ(MPIX_Allreduce_enqueue(&v, &v, 1, MPI_INT, MPI_SUM, pc), MPI_ERR_COMM);
+  MPI_Comm_free(&pc);
+  EXPECT_EQ(MPIX_Stream_free(&plain), MPI_SUCCESS);
+  // A stream type other than CUDA's, and a CUDA stream without its value.
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "type", "hipStream_t");
+  MPIX_Stream bad;
+  EXPECT_EQ(MPIX_Stream_create(info, &bad), MPI_ERR_ARG);
+  MPI_Info_set(info, "type", "cudaStream_t");
+  EXPECT_EQ(MPIX_Stream_create(info, &bad), MPI_ERR_ARG);
+  MPI_Info_free(&info);
+  // Arguments.
+  EXPECT_EQ(MPIX_Send_enqueue(&v, -1, MPI_INT, 0, 0, comm_), MPI_ERR_COUNT);
+  EXPECT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, world_size(), 0, comm_), MPI_ERR_RANK);
+  EXPECT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, 0, -5, comm_), MPI_ERR_TAG);
+  EXPECT_EQ(MPIX_Send_enqueue(&v, 1, MPI_DATATYPE_NULL, 0, 0, comm_), MPI_ERR_TYPE);
+  // A request that is not an enqueued one.
+  MPI_Request r;
+  MPI_Irecv(&v, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
+  EXPECT_EQ(MPIX_Wait_enqueue(&r, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  // MPI_PROC_NULL moves nothing.
+  ASSERT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, MPI_PROC_NULL, 0, comm_), MPI_SUCCESS);
+  MPI_Status st;
+  ASSERT_EQ(MPIX_Recv_enqueue(&v, 1, MPI_INT, MPI_PROC_NULL, 0, comm_, &st), MPI_SUCCESS);
+  EXPECT_EQ(st.MPI_SOURCE, MPI_PROC_NULL);
+  // A stream still bound to a communicator.
+  EXPECT_EQ(MPIX_Stream_free(&stream_), MPI_ERR_OTHER);
+}
+
+// ---- MPIS_* ----
+
+class Queue : public Stream {
+ protected:
+  void SetUp() override {
+    Stream::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ASSERT_EQ(MPIS_Queue_init(&q_, GPU_MEM_OPS, &s_), MPI_SUCCESS);
+  }
+  void TearDown() override {
+    if (q_ != MPIS_QUEUE_NULL) {
+      EXPECT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+      EXPECT_EQ(MPIS_Queue_free(&q_), MPI_SUCCESS);
+    }
+    Stream::TearDown();
+  }
+  MPIS_Queue q_ = MPIS_QUEUE_NULL;
+};
+
+// Many rounds of a matched pair of every type, each round's data written by
+// the stream just before the start and checked by the stream right after
+// the wait; Matchall in crossing order on the two sides.
+TEST_F(Queue, ManyRoundsEveryType) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  const int rounds = 20;
+  for (auto& [name, t] : test_types()) {
+    SCOPED_TRACE(name);
+    const int count = 2;
+    Buffer src(t, count, 1), dst(t, count, 0);
+    const Buffer initial = dst;
+    std::vector<std::vector<unsigned char>> want(rounds);
+    for (int k = 0; k < rounds; ++k) {
+      Buffer peer_src(t, count, 1);
+      fill(peer_src, 1000u * static_cast<unsigned>(peer) + k);
+      want[k] = expected(t, count, peer_src, t, count, initial);
+    }
+    MPIS_Request reqs[2];
+    ASSERT_EQ(MPIS_Send_init(src.origin(), count, t, peer, 21, comm_, MPI_INFO_NULL, &reqs[0]),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Recv_init(dst.origin(), count, t, peer, 21, comm_, MPI_INFO_NULL, &reqs[1]),
+              MPI_SUCCESS);
+    MPI_Status st[2];
+    if (me % 2 == 0) {
+      ASSERT_EQ(MPIS_Matchall(2, reqs, st), MPI_SUCCESS);
+    } else {
+      MPIS_Request rev[2] = {reqs[1], reqs[0]};
+      ASSERT_EQ(MPIS_Matchall(2, rev, st), MPI_SUCCESS);
+    }
+    auto bad = std::make_shared<std::atomic<int>>(0);
+    for (int k = 0; k < rounds; ++k) {
+      on_stream(s_, [&src, me, k] { fill(src, 1000u * static_cast<unsigned>(me) + k); });
+      ASSERT_EQ(MPIS_Enqueue_startall(q_, 2, reqs), MPI_SUCCESS);
+      ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+      on_stream(s_, [&dst, &want, k, bad] {
+        if (dst.bytes != want[k]) bad->fetch_add(1);
+      });
+    }
+    ASSERT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+    EXPECT_EQ(bad->load(), 0) << "rounds whose data was wrong when the stream read it";
+    ASSERT_EQ(MPIS_Request_freeall(2, reqs), MPI_SUCCESS);
+    EXPECT_EQ(reqs[0], MPIS_REQUEST_NULL);
+    MPI_Type_free(&t);
+  }
+}
+
+// Wildcards are resolved once, at MPIS_Match: a ring on every rank.
+TEST_F(Queue, WildcardMatchRing) {
+  const int me = world_rank(), n = world_size();
+  const int right = (me + 1) % n;
+  double out = 0, in = -1;
+  MPIS_Request reqs[2];
+  ASSERT_EQ(MPIS_Recv_init(&in, 1, MPI_DOUBLE, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, MPI_INFO_NULL,
+                           &reqs[0]),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Send_init(&out, 1, MPI_DOUBLE, right, 30 + me, comm_, MPI_INFO_NULL, &reqs[1]),
+            MPI_SUCCESS);
+  MPI_Status st[2];
+  ASSERT_EQ(MPIS_Matchall(2, reqs, st), MPI_SUCCESS);
+  const int left = (me + n - 1) % n;
+  EXPECT_EQ(st[0].MPI_SOURCE, left);
+  EXPECT_EQ(st[0].MPI_TAG, 30 + left);
+  for (int k = 0; k < 10; ++k) {
+    on_stream(s_, [&out, me, k] { out = me * 100.0 + k; });
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &reqs[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &reqs[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+    sync();
+    EXPECT_EQ(in, left * 100.0 + k);
+  }
+  ASSERT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Request_free(&reqs[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Request_free(&reqs[1]), MPI_SUCCESS);
+}
+
+// Bad input: unmatched starts, double starts, work in flight at free, a
+// freed queue.
+TEST_F(Queue, BadInput) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  int a = 5, b = 0;
+  MPIS_Request s, r;
+  ASSERT_EQ(MPIS_Send_init(&a, 1, MPI_INT, peer, 8, comm_, MPI_INFO_NULL, &s), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Recv_init(&b, 1, MPI_INT, peer, 8, comm_, MPI_INFO_NULL, &r), MPI_SUCCESS);
+  EXPECT_EQ(MPIS_Enqueue_start(q_, &s), MPI_ERR_REQUEST);  // not matched
+  MPIS_Request both[2] = {s, r};
+  ASSERT_EQ(MPIS_Matchall(2, both, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  // Rank 1's send waits until rank 0 has tried to free its queue with the
+  // receive in flight.
+  if (me % 2 == 0) {
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &r), MPI_SUCCESS);
+    EXPECT_EQ(MPIS_Enqueue_start(q_, &r), MPI_ERR_REQUEST);  // started twice
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+    EXPECT_EQ(MPIS_Queue_free(&q_), MPI_ERR_OTHER);
+    EXPECT_EQ(MPIS_Request_free(&r), MPI_ERR_REQUEST);
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &s), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &s), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+  }
+  ASSERT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+  EXPECT_EQ(b, 5);
+  ASSERT_EQ(MPIS_Request_free(&s), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Request_free(&r), MPI_SUCCESS);
+  EXPECT_EQ(MPIS_Request_free(&r), MPI_ERR_REQUEST);  // already freed (null)
+  // A freed queue.
+  MPIS_Queue gone = q_;
+  ASSERT_EQ(MPIS_Queue_free(&q_), MPI_SUCCESS);
+  EXPECT_EQ(q_, MPIS_QUEUE_NULL);
+  MPIS_Request x;
+  ASSERT_EQ(MPIS_Send_init(&a, 1, MPI_INT, peer, 9, comm_, MPI_INFO_NULL, &x), MPI_SUCCESS);
+  EXPECT_EQ(MPIS_Enqueue_start(gone, &x), MPI_ERR_ARG);
+  EXPECT_EQ(MPIS_Enqueue_waitall(gone), MPI_ERR_ARG);
+  EXPECT_EQ(MPIS_Queue_free(&gone), MPI_ERR_ARG);
+  ASSERT_EQ(MPIS_Request_free(&x), MPI_SUCCESS);
+  EXPECT_EQ(MPIS_Queue_init(&gone, GPU_MEM_OPS, nullptr), MPI_ERR_ARG);
+}
+
+}  // namespace
+}  // namespace loom::test
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  loom_init();
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}
