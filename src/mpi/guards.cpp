@@ -1,10 +1,12 @@
-// Calls Loom does not move device data for (yet). Handed a device buffer,
-// each logs an error and raises MPI_ERR_BUFFER on the communicator instead
-// of passing the pointer to an MPI that may crash on it or corrupt memory.
-// With host buffers they go straight to the MPI. The list is in the README.
+// Persistent point-to-point requests and MPI_Start. A persistent send or
+// receive on a device buffer is the MPI's own persistent request on a host
+// mirror of the data's span, with the caller's count and type; Loom keeps a
+// template for it, of kind kColl like a persistent collective's (so
+// MPI_Startall and MPI_Request_free treat them alike): each MPI_Start
+// copies the span down (a receive's too, for the bytes the MPI leaves
+// alone), and a receive's completion pulls a device-method header it met
+// and copies the span back up. Host buffers go straight to the MPI.
 #include <mpi.h>
-
-#include <vector>
 
 #include "mpi/coll_call.hpp"
 #include "mpi/device_message.hpp"
@@ -14,7 +16,7 @@
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
-#include "util/log.hpp"
+#include "mpi/span_mirror.hpp"
 
 namespace loom::mpi {
 namespace {
@@ -23,10 +25,43 @@ bool is_device(const void* buf, int count, MPI_Datatype t) {
   return buf != MPI_IN_PLACE && on_device(buf, count, t);
 }
 
-int refuse(MPI_Comm comm, const char* fn) {
-  LOOM_LOG(kError, kMpi, "%s was given a device buffer; Loom does not move device data for it yet",
-           fn);
-  return raise(comm, MPI_ERR_BUFFER, fn);
+using SendInitFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*);
+
+// A persistent send in any mode (next: the MPI's _init of that mode).
+int send_init(SendInitFn next, const void* buf, int count, MPI_Datatype t, int dest, int tag,
+              MPI_Comm comm, MPI_Request* r) {
+  if (dest == MPI_PROC_NULL || !is_device(buf, count, t))
+    return next(buf, count, t, dest, tag, comm, r);
+  if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
+  SpanMirror m;  // copied down at each MPI_Start
+  int rc = mirror_span(const_cast<void*>(buf), count, t, comm, true, false, false, &m);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = next(m.host(), count, t, dest, tag, comm, r);
+  if (rc != MPI_SUCCESS || m.empty()) return rc;
+  PendingOp tmpl;  // a collective's template: inputs down at start, no outputs
+  tmpl.kind = PendingOp::Kind::kColl;
+  tmpl.mirrors = m.set;
+  runtime()->requests.add_persistent(*r, std::move(tmpl));
+  return rc;
+}
+
+// A persistent receive into device memory: its template is a kColl op
+// with `user` set (collectives leave it null).
+int recv_init_device(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
+                     MPI_Request* r) {
+  if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
+  SpanMirror m;
+  int rc = mirror_span(buf, count, t, comm, true, true, false, &m);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = LOOM_NEXT(MPI_Recv_init)(m.host(), count, t, src, tag, comm, r);
+  if (rc != MPI_SUCCESS || m.empty()) return rc;
+  PendingOp tmpl = span_recv_op(m, comm);
+  tmpl.kind = PendingOp::Kind::kColl;
+  tmpl.mirrors = m.set;
+  tmpl.source = src;
+  tmpl.tag = tag;
+  runtime()->requests.add_persistent(*r, std::move(tmpl));
+  return rc;
 }
 
 }  // namespace
@@ -35,15 +70,23 @@ int refuse(MPI_Comm comm, const char* fn) {
 // kept matches takes it now (the MPI would match a later one): the MPI's
 // request stays inactive and its completion reports this receive.
 int start_one(MPI_Request* r) {
-  Runtime* rt = runtime();
+  loom::Runtime* rt = loom::runtime();
   PendingOp tmpl;
   Probed kept;
   const bool loom_request = rt && r && (rt->rv || rt->requests.has_persistent_colls()) &&
                             rt->requests.persistent_template(*r, &tmpl);
-  if (loom_request && tmpl.kind == PendingOp::Kind::kColl) {  // inputs down, then start
-    if (Status s = tmpl.mirrors->down(true); !s) return raise(MPI_COMM_WORLD, s);
+  const bool device_recv = loom_request && tmpl.kind == PendingOp::Kind::kColl && tmpl.user;
+  if (loom_request && (!device_recv || !rt->rv) && tmpl.kind == PendingOp::Kind::kColl) {
+    // Inputs down (a device receive's whole span), then start.
+    if (Status s = tmpl.mirrors->down(!device_recv); !s) return raise(MPI_COMM_WORLD, s);
     int rc = LOOM_NEXT(MPI_Start)(r);
-    if (rc == MPI_SUCCESS) rt->requests.started(*r);
+    if (rc != MPI_SUCCESS) return rc;
+    if (device_recv) {
+      tmpl.kind = PendingOp::Kind::kSpanRecv;  // finished as a receive into a span
+      rt->requests.add(*r, std::move(tmpl));
+    } else {
+      rt->requests.started(*r);
+    }
     return rc;
   }
   if (loom_request && rt->rv && take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
@@ -54,75 +97,49 @@ int start_one(MPI_Request* r) {
     rt->requests.add(*r, std::move(done));
     return MPI_SUCCESS;
   }
+  if (device_recv) {  // the device method is on and no kept message matched
+    if (Status s = tmpl.mirrors->down(); !s) return raise(tmpl.comm, s);
+    int rc = LOOM_NEXT(MPI_Start)(r);
+    if (rc != MPI_SUCCESS) return rc;
+    tmpl.kind = PendingOp::Kind::kSpanRecv;
+    rt->requests.add(*r, std::move(tmpl));
+    return rc;
+  }
   int rc = LOOM_NEXT(MPI_Start)(r);
   if (rc == MPI_SUCCESS && r && rt && rt->rv) rt->requests.started(*r);
   return rc;
 }
 
-// The receive is met by a kept message: the send goes from a packed copy,
-// since the buffer is overwritten first.
-int sendrecv_replace_probed(Probed& kept, void* buf, int count, MPI_Datatype t, int dest, int stag,
-                            MPI_Comm comm, MPI_Status* status) {
-  int bytes = 0, pos = 0;
-  int rc = PMPI_Pack_size(count, t, comm, &bytes);
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv_replace");
-  std::vector<char> out(static_cast<size_t>(bytes));
-  if ((rc = PMPI_Pack(buf, count, t, out.data(), bytes, &pos, comm)) != MPI_SUCCESS)
-    return raise(comm, rc, "MPI_Sendrecv_replace");
-  MPI_Status st;
-  rc = deliver(kept, buf, count, t, comm, st);
-  if (status != MPI_STATUS_IGNORE) *status = st;
-  if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv_replace of a probed message");
-  return LOOM_NEXT(MPI_Send)(out.data(), pos, MPI_PACKED, dest, stag, comm);
-}
-
 }  // namespace loom::mpi
 
-using loom::mpi::is_device;
-using loom::mpi::refuse;
-
-// A guard for a call with one typed buffer (b1 = buf, count, type), or two.
-#define LOOM_GUARD1(ret_call, fn, b1, comm)   \
-  if (is_device b1) return refuse(comm, #fn); \
-  return ret_call
+using namespace loom::mpi;
 
 extern "C" {
 
-int MPI_Bsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Bsend)(buf, count, t, dest, tag, comm), MPI_Bsend, (buf, count, t),
-              comm);
-}
-int MPI_Rsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Rsend)(buf, count, t, dest, tag, comm), MPI_Rsend, (buf, count, t),
-              comm);
-}
-int MPI_Ibsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
-               MPI_Request* r) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Ibsend)(buf, count, t, dest, tag, comm, r), MPI_Ibsend, (buf, count, t),
-              comm);
-}
-int MPI_Irsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
-               MPI_Request* r) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Irsend)(buf, count, t, dest, tag, comm, r), MPI_Irsend, (buf, count, t),
-              comm);
-}
 int MPI_Send_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                   MPI_Request* r) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Send_init)(buf, count, t, dest, tag, comm, r), MPI_Send_init,
-              (buf, count, t), comm);
+  return send_init(LOOM_NEXT(MPI_Send_init), buf, count, t, dest, tag, comm, r);
 }
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
                    MPI_Request* r) {
-  LOOM_GUARD1(LOOM_NEXT(MPI_Ssend_init)(buf, count, t, dest, tag, comm, r), MPI_Ssend_init,
-              (buf, count, t), comm);
+  return send_init(LOOM_NEXT(MPI_Ssend_init), buf, count, t, dest, tag, comm, r);
+}
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* r) {
+  return send_init(LOOM_NEXT(MPI_Rsend_init), buf, count, t, dest, tag, comm, r);
+}
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
+                   MPI_Request* r) {
+  return send_init(LOOM_NEXT(MPI_Bsend_init), buf, count, t, dest, tag, comm, r);
 }
 int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
                   MPI_Request* r) {
-  if (is_device(buf, count, t)) return refuse(comm, "MPI_Recv_init");
+  if (src != MPI_PROC_NULL && is_device(buf, count, t))
+    return recv_init_device(buf, count, t, src, tag, comm, r);
   int rc = LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r);
   loom::Runtime* rt = loom::runtime();
   if (rc == MPI_SUCCESS && r && rt && rt->rv) {
-    loom::mpi::PendingOp op = loom::mpi::host_recv_op(buf, count, t, comm);
+    PendingOp op = host_recv_op(buf, count, t, comm);
     op.source = src;
     op.tag = tag;
     rt->requests.add_persistent(*r, std::move(op));
@@ -130,7 +147,7 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Co
   return rc;
 }
 int MPI_Start(MPI_Request* r) {
-  return loom::mpi::start_one(r);
+  return start_one(r);
 }
 int MPI_Startall(int n, MPI_Request r[]) {
   loom::Runtime* rt = loom::runtime();
@@ -140,24 +157,10 @@ int MPI_Startall(int n, MPI_Request r[]) {
       for (int i = 0; i < n; ++i) rt->requests.started(r[i]);
     return rc;
   }
-  // One at a time: some may be met by kept messages, some are collectives
+  // One at a time: some may be met by kept messages, some have mirrors
   // whose inputs go down first.
   for (int i = 0; i < n; ++i)
-    if (int rc = loom::mpi::start_one(&r[i]); rc != MPI_SUCCESS) return rc;
+    if (int rc = start_one(&r[i]); rc != MPI_SUCCESS) return rc;
   return MPI_SUCCESS;
-}
-// Receives into host buffers that may match a device-method header while
-// the method is on: checked after the MPI's receive, like MPI_Recv.
-int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int src,
-                         int rtag, MPI_Comm comm, MPI_Status* st) {
-  if (is_device(buf, count, t)) return refuse(comm, "MPI_Sendrecv_replace");
-  loom::mpi::Probed kept;
-  if (loom::mpi::take_probed(comm, src, rtag, &kept))
-    return loom::mpi::sendrecv_replace_probed(kept, buf, count, t, dest, stag, comm, st);
-  MPI_Status local;
-  MPI_Status* s = st == MPI_STATUS_IGNORE ? &local : st;
-  int rc = LOOM_NEXT(MPI_Sendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, s);
-  if (rc == MPI_SUCCESS) rc = loom::mpi::check_typed_recv(buf, count, t, comm, *s);
-  return rc;
 }
 }  // extern "C"

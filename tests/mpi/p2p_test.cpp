@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "log_capture.hpp"
 #include "mpi/runtime.hpp"
 #include "random_types.hpp"
 #include "test_buffers.hpp"
@@ -539,43 +538,6 @@ TEST_F(P2P, CancelledReceiveLeavesBufferAlone) {
   MPI_Test_cancelled(&st, &cancelled);
   EXPECT_TRUE(cancelled);
   for (int v : buf) ASSERT_EQ(v, 42);
-}
-
-// Calls Loom does not move device data for refuse device buffers with
-// MPI_ERR_BUFFER and an error line naming the call (in the host-as-device
-// mode every buffer counts as device), and pass host buffers through.
-TEST_F(P2P, UnsupportedCallsRefuseDeviceBuffers) {
-  MPI_Comm comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  std::vector<int> v(16, rank());
-  MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  int rc[2];
-  std::vector<std::string> errors;
-  {
-    LogCapture log;  // the error lines of the refusals are checked here
-    rc[0] = MPI_Send_init(v.data(), 16, MPI_INT, rank(), 5, comm, &r[0]);
-    rc[1] = MPI_Ssend_init(v.data(), 16, MPI_INT, rank(), 5, comm, &r[1]);
-    errors = log.lines("ERROR");
-  }
-  const char* mode = std::getenv("LOOM_TEST_HOST_AS_DEVICE");
-  if (mode && std::string(mode) == "1") {
-    for (int k = 0; k < 2; ++k) {
-      int cls;
-      MPI_Error_class(rc[k], &cls);
-      EXPECT_EQ(cls, MPI_ERR_BUFFER);
-      EXPECT_EQ(r[k], MPI_REQUEST_NULL);
-    }
-    ASSERT_EQ(errors.size(), 2u);
-    EXPECT_EQ(errors[0].find("MPI_Send_init was given a device buffer"), 0u) << errors[0];
-    EXPECT_EQ(errors[1].find("MPI_Ssend_init was given a device buffer"), 0u) << errors[1];
-  } else {
-    EXPECT_EQ(rc[0], MPI_SUCCESS);
-    EXPECT_EQ(rc[1], MPI_SUCCESS);
-    EXPECT_TRUE(errors.empty());
-    for (MPI_Request& q : r) MPI_Request_free(&q);
-  }
-  MPI_Comm_free(&comm);
 }
 
 TEST_F(P2P, BadArgumentsGiveMpiErrors) {
