@@ -100,8 +100,9 @@ void host_wait(void* p) {
 
 class CudaLane final : public Lane {
  public:
-  explicit CudaLane(cudaStream_t s) : s_(s) {}
+  explicit CudaLane(cudaStream_t s) : s_(s) { cudaGetDevice(&device_); }
   bool emulated() const override { return false; }
+  void enter() override { cudaSetDevice(device_); }
 
   Status write(uint32_t* word, uint32_t value) override {
     Shared& sh = shared();
@@ -175,6 +176,7 @@ class CudaLane final : public Lane {
     return dev;
   }
   cudaStream_t s_;
+  int device_ = 0;
 };
 
 }  // namespace

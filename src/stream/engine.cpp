@@ -159,6 +159,7 @@ HostStream* Engine::host_stream(void* s) {
 }
 
 bool Engine::post(Op& op) {
+  op.ch->lane().enter();
   int rc = MPI_SUCCESS;
   switch (op.kind) {
     case Op::Kind::kSend:

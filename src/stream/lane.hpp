@@ -44,6 +44,9 @@ class Lane {
  public:
   virtual ~Lane() = default;
   virtual bool emulated() const = 0;
+  // Makes the calling thread (the progress thread) use the lane's GPU, so
+  // the MPI calls it makes for the lane reach the right device.
+  virtual void enter() {}
   // The stream sets *word = value when it reaches this point (word is the
   // host address of a block from alloc()).
   virtual Status write(uint32_t* word, uint32_t value) = 0;
