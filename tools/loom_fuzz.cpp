@@ -138,6 +138,37 @@ Outcome check_node(const TypeNode& n, int count, uint64_t seed, bool need_truste
   return o;
 }
 
+// The description, printed and parsed back, rebuilds the same type (same
+// bounds, same packed bytes): saved cases replay what was found.
+std::string rebuilds(const TypeNode& n, MPI_Datatype t) {
+  TypeNode back;
+  std::string err;
+  if (!loom::test::parse_type(loom::test::to_text(n), &back, &err)) return "does not parse: " + err;
+  MPI_Datatype u = MPI_DATATYPE_NULL;
+  if (loom::test::build_type(back, &u) != MPI_SUCCESS) return "the MPI refuses its rebuild";
+  const bool named = loom::type::is_named(u);
+  if (!named) MPI_Type_commit(&u);
+  MPI_Count s1, s2, lb1, lb2, e1, e2;
+  MPI_Type_size_x(t, &s1);
+  MPI_Type_size_x(u, &s2);
+  MPI_Type_get_true_extent_x(t, &lb1, &e1);
+  MPI_Type_get_true_extent_x(u, &lb2, &e2);
+  std::string why;
+  if (s1 != s2 || (s1 > 0 && (lb1 != lb2 || e1 != e2))) {
+    why = "its rebuild has other bounds";
+  } else if (s1 > 0) {
+    std::vector<unsigned char> src(static_cast<size_t>(e1) + 1);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+    std::vector<unsigned char> p1(static_cast<size_t>(s1)), p2(p1.size());
+    int a = 0, b = 0;
+    PMPI_Pack(src.data() - lb1, 1, t, p1.data(), static_cast<int>(s1), &a, MPI_COMM_SELF);
+    PMPI_Pack(src.data() - lb1, 1, u, p2.data(), static_cast<int>(s1), &b, MPI_COMM_SELF);
+    if (p1 != p2) why = "its rebuild packs other bytes";
+  }
+  if (!named) MPI_Type_free(&u);
+  return why;
+}
+
 // How big a failing case is: levels first, then nodes, arguments, values, count.
 struct Weight {
   int64_t depth = 0, nodes = 0, args = 0, values = 0, not_bytes = 0;
@@ -280,7 +311,7 @@ int replay(const Args& a, const loom::fuzz::CheckOptions& opt) {
     return 2;
   }
   loom::fuzz::CheckStats stats;
-  int cases = 0, failed = 0, lineno = 0;
+  int cases = 0, failed = 0, skipped = 0, lineno = 0;
   std::string line;
   while (std::getline(f, line)) {
     ++lineno;
@@ -296,12 +327,25 @@ int replay(const Args& a, const loom::fuzz::CheckOptions& opt) {
       ++failed;
       continue;
     }
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    bool trusted = true;
+    if (loom::test::build_type(n, &t, &trusted) != MPI_SUCCESS) {
+      std::printf("line %d: the MPI refused %s\n", lineno, loom::test::to_text(n).c_str());
+      ++failed;
+      continue;
+    }
+    if (!loom::type::is_named(t)) MPI_Type_free(&t);
+    if (!trusted) {
+      std::printf("line %d: skipped, this MPI is known to pack it wrongly\n", lineno);
+      ++skipped;
+      continue;
+    }
     ++cases;
     // The case's count, and a few more: an element repeated is its own test.
     for (int c : {static_cast<int>(count), 1, 3}) {
-      Outcome o = check_node(n, c, static_cast<uint64_t>(lineno), false, opt, stats);
+      Outcome o = check_node(n, c, static_cast<uint64_t>(lineno), true, opt, stats);
       if (!o.built) {
-        std::printf("line %d: the MPI refused %s\n", lineno, loom::test::to_text(n).c_str());
+        std::printf("line %d: %s too big at count %d\n", lineno, loom::test::to_text(n).c_str(), c);
         ++failed;
         break;
       }
@@ -313,8 +357,9 @@ int replay(const Args& a, const loom::fuzz::CheckOptions& opt) {
       }
     }
   }
-  std::printf("loom-fuzz replay: %d cases, %lld checks (%lld with unpack), %d failed\n", cases,
-              static_cast<long long>(stats.checks), static_cast<long long>(stats.unpacks), failed);
+  std::printf("loom-fuzz replay: %d cases, %lld checks (%lld with unpack), %d skipped, %d failed\n",
+              cases, static_cast<long long>(stats.checks), static_cast<long long>(stats.unpacks),
+              skipped, failed);
   return failed || cases == 0 ? 1 : 0;
 }
 
@@ -374,6 +419,14 @@ int main(int argc, char** argv) {
     MPI_Type_commit(&t);
     ++types;
     ++depth_hist[gen.node().depth()];
+    if (i % 16 == 0) {
+      const std::string r = rebuilds(gen.node(), t);
+      if (!r.empty()) {
+        std::printf("FAIL seed %llu: the description %s: %s\n",
+                    static_cast<unsigned long long>(seed), r.c_str(), gen.recipe().c_str());
+        ++failures;
+      }
+    }
     // One element, and a count drawn per type (zero included).
     const int counts[2] = {1, static_cast<int>(gen.rng()() % 6)};
     for (int count : counts) {
@@ -418,7 +471,10 @@ int main(int argc, char** argv) {
       if (hist[d]) std::printf(" %d:%lld", d, static_cast<long long>(hist[d]));
     std::printf("\n");
   }
-  const int rc = rank == 0 && all[1] > 0 ? 1 : 0;
+  // Rare MPI quirks, not a way to pass.
+  const bool quirky = all[6] > all[0] / 20 + 1;
+  if (rank == 0 && quirky) std::printf("loom-fuzz: too many MPI self-contradictions\n");
+  const int rc = rank == 0 && (all[1] > 0 || quirky) ? 1 : 0;
   MPI_Finalize();
   return rc;
 }

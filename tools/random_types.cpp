@@ -76,7 +76,7 @@ const char* arg_shape(const std::string& op) {
   } table[] = {{"contiguous", "s"},      {"vector", "sss"},  {"hvector", "sss"},
                {"indexed", "ll"},        {"hindexed", "ll"}, {"indexed_block", "sl"},
                {"hindexed_block", "sl"}, {"struct", "ll"},   {"subarray", "llls"},
-               {"darray", "ssllllls"},   {"resized", "ss"},  {"dup", ""}};
+               {"darray", "sslllls"},    {"resized", "ss"},  {"dup", ""}};
   for (const auto& e : table)
     if (op == e.op) return e.shape;
   return nullptr;
