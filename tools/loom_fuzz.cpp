@@ -36,6 +36,7 @@ struct Args {
   int depth = 5;       // nesting depth at most
   bool gpu = false;
   bool shrink = true;
+  bool verbose = false;  // each type before the MPI packs it (crashes inside the MPI)
   int max_failures = 5;
   std::string save;    // append regression lines here
   std::string replay;  // check the lines of this file instead
@@ -55,7 +56,8 @@ void usage() {
       "  --max-failures K  stop after K failures per rank (default 5)\n"
       "  --save FILE       append each shrunk failure to FILE as a regression line\n"
       "  --replay FILE     check the regression lines of FILE (`<count> <type>`)\n"
-      "  --inject OP       self-test: corrupt Loom's bytes for types using OP\n");
+      "  --inject OP       self-test: corrupt Loom's bytes for types using OP\n"
+      "  --verbose         print each type before it is checked\n");
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -69,6 +71,8 @@ bool parse_args(int argc, char** argv, Args* a) {
     const char* v = nullptr;
     if (k == "--gpu") {
       a->gpu = true;
+    } else if (k == "--verbose") {
+      a->verbose = true;
     } else if (k == "--no-shrink") {
       a->shrink = false;
     } else if (k == "--seed" && val(&v)) {
@@ -419,6 +423,11 @@ int main(int argc, char** argv) {
     MPI_Type_commit(&t);
     ++types;
     ++depth_hist[gen.node().depth()];
+    if (a.verbose) {
+      std::fprintf(stderr, "seed %llu: %s\n", static_cast<unsigned long long>(seed),
+                   gen.recipe().c_str());
+      std::fflush(stderr);
+    }
     if (i % 16 == 0) {
       const std::string r = rebuilds(gen.node(), t);
       if (!r.empty()) {

@@ -48,13 +48,14 @@ const Basic* basics(size_t* n_tests, size_t* n_all) {
                                 // wide only
                                 {MPI_FLOAT_INT, "FLOAT_INT"},
                                 {MPI_LONG_INT, "LONG_INT"},
-                                {MPI_LONG_DOUBLE, "LONG_DOUBLE"},
-                                {MPI_LONG_DOUBLE_INT, "LONG_DOUBLE_INT"},
                                 {MPI_C_FLOAT_COMPLEX, "C_FLOAT_COMPLEX"},
                                 {MPI_INT8_T, "INT8_T"},
                                 {MPI_UINT16_T, "UINT16_T"},
                                 {MPI_C_BOOL, "C_BOOL"},
-                                {MPI_UNSIGNED_LONG, "UNSIGNED_LONG"}};
+                                {MPI_UNSIGNED_LONG, "UNSIGNED_LONG"},
+                                // last: not drawn under MPICH (leaf())
+                                {MPI_LONG_DOUBLE, "LONG_DOUBLE"},
+                                {MPI_LONG_DOUBLE_INT, "LONG_DOUBLE_INT"}};
   *n_tests = 11;
   *n_all = sizeof table / sizeof table[0];
   return table;
@@ -213,7 +214,7 @@ bool trusted_here(const TypeNode& n, const std::vector<MPI_Datatype>& kid, MPI_D
 #ifdef MPICH
   int size;
   MPI_Type_size(t, &size);
-  if (size == 0) return false;
+  if (size == 0 || extent_of(t) == 0) return false;  // it divides by both
   auto any_zero = [](const std::vector<int64_t>& v) {
     return v.empty() || std::find(v.begin(), v.end(), 0) != v.end();
   };
@@ -390,6 +391,11 @@ int build_type(const TypeNode& n, MPI_Datatype* out, bool* trusted) {
 MPI_Datatype RandomTypes::leaf(TypeNode& n) {
   size_t n_tests, n_all;
   const Basic* b = basics(&n_tests, &n_all);
+#ifdef MPICH
+  // MPICH 4.0.2 packs long doubles as values: their 6 padding bytes are not
+  // copied (seen 2026-11-23 in darrays of LONG_DOUBLE). Not drawn there.
+  if (opt_.wide) n_all -= 2;
+#endif
   const Basic& pickd = b[pick(0, static_cast<int>((opt_.wide ? n_all : n_tests) - 1))];
   n = TypeNode{};
   n.op = pickd.name;
