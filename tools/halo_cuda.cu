@@ -40,21 +40,29 @@ __global__ void verify_kernel(const double* grid, Geom g, Place p, unsigned long
 }
 
 // blockIdx.y is the direction; x consecutive threads take consecutive x
-// cells of a row, so reads and writes coalesce along rows.
+// cells of a row, so reads and writes coalesce along rows. I: the index
+// type, 32-bit where the buffer allows.
+template <class I>
 __global__ void pack_kernel(const double* grid, Geom g, Segments s, double* out) {
   const int k = blockIdx.y;
-  const int64_t n = s.offset[k + 1] - s.offset[k];
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
-       e += int64_t{gridDim.x} * blockDim.x)
-    out[s.offset[k] + e] = grid[packed_offset(g, s.box[k], e)];
+  const I n = static_cast<I>(s.offset[k + 1] - s.offset[k]);
+  double* to = out + s.offset[k];
+  for (I e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x)
+    to[e] = grid[packed_offset(g, s.box[k], e)];
 }
 
+template <class I>
 __global__ void unpack_kernel(const double* in, Geom g, Segments s, double* grid) {
   const int k = blockIdx.y;
-  const int64_t n = s.offset[k + 1] - s.offset[k];
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < n;
-       e += int64_t{gridDim.x} * blockDim.x)
-    grid[packed_offset(g, s.box[k], e)] = in[s.offset[k] + e];
+  const I n = static_cast<I>(s.offset[k + 1] - s.offset[k]);
+  const double* from = in + s.offset[k];
+  for (I e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x)
+    grid[packed_offset(g, s.box[k], e)] = from[e];
+}
+
+// 32-bit indices hold every segment (and the grid stride past its end).
+bool small(const Segments& s) {
+  return s.offset[kDirections] < (int64_t{1} << 31);
 }
 
 dim3 segment_grid(const Segments& s) {
@@ -132,11 +140,17 @@ class CudaDevice final : public Device {
     return v;
   }
   void pack(const double* grid, const Geom& g, const Segments& s, double* out) override {
-    pack_kernel<<<segment_grid(s), kThreads>>>(grid, g, s, out);
+    if (small(s))
+      pack_kernel<uint32_t><<<segment_grid(s), kThreads>>>(grid, g, s, out);
+    else
+      pack_kernel<int64_t><<<segment_grid(s), kThreads>>>(grid, g, s, out);
     check(cudaStreamSynchronize(0), "pack kernel");
   }
   void unpack(const double* in, const Geom& g, const Segments& s, double* grid) override {
-    unpack_kernel<<<segment_grid(s), kThreads>>>(in, g, s, grid);
+    if (small(s))
+      unpack_kernel<uint32_t><<<segment_grid(s), kThreads>>>(in, g, s, grid);
+    else
+      unpack_kernel<int64_t><<<segment_grid(s), kThreads>>>(in, g, s, grid);
     check(cudaStreamSynchronize(0), "unpack kernel");
   }
 

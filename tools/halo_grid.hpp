@@ -93,14 +93,16 @@ HALO_HD inline Box halo_box(const Geom& g, int k) {
 // Offset in the grid of element e of a box packed over all quantities,
 // quantity slowest, then z, y, x: the order of a C-order subarray
 // {q, z, y, x}, so the hand-packed bytes equal what MPI_Pack makes of it.
-HALO_HD inline int64_t packed_offset(const Geom& g, const Box& b, int64_t e) {
-  const int64_t x = e % b.len[0];
-  e /= b.len[0];
-  const int64_t y = e % b.len[1];
-  e /= b.len[1];
-  const int64_t z = e % b.len[2];
-  const int qi = static_cast<int>(e / b.len[2]);
-  return g.at(qi, b.lo[0] + x, b.lo[1] + y, b.lo[2] + z);
+// I: the index type of the divisions (the GPU's 32-bit ones are cheaper).
+template <class I>
+HALO_HD inline int64_t packed_offset(const Geom& g, const Box& b, I e) {
+  const I x = e % static_cast<I>(b.len[0]);
+  e /= static_cast<I>(b.len[0]);
+  const I y = e % static_cast<I>(b.len[1]);
+  e /= static_cast<I>(b.len[1]);
+  const I z = e % static_cast<I>(b.len[2]);
+  const int qi = static_cast<int>(e / static_cast<I>(b.len[2]));
+  return g.at(qi, b.lo[0] + int64_t{x}, b.lo[1] + int64_t{y}, b.lo[2] + int64_t{z});
 }
 
 // The value of quantity qi at global cell (gx, gy, gz): distinct positive
