@@ -33,15 +33,53 @@ bool watching_host_recvs() {
   return rt && rt->rv;
 }
 
-// The op of a nonblocking call whose receive went to the caller's host
-// buffer (checked while the device method is on) and whose send may hold
-// a mirror until it completes.
-[[maybe_unused]] PendingOp host_recv_or_send_op(void* rbuf, int rcount, MPI_Datatype rtype,
-                                                MPI_Comm comm, const SpanMirror& send) {
+// Device data as packed bytes in staging, for the nonblocking send-receive
+// forms: the MPI then sees only MPI_BYTE (MPICH 4.0.2's MPI_Isendrecv
+// releases a derived datatype once too often and destroys it). Types Loom
+// cannot read have none: their data goes as a span mirror with the
+// caller's type.
+struct Packed {
+  DevicePlan plan;
+  transport::Staged staged;
+  ByteArg arg;
+  bool none() const { return plan.span(); }
+};
+
+// `pack`: the data now (a send); else room for it (a receive).
+[[maybe_unused]] int packed(const void* buf, int count, MPI_Datatype t, MPI_Comm comm, bool pack,
+                            Packed* out) {
+  int rc = plan_device(count, t, comm, out->plan);
+  if (rc != MPI_SUCCESS || out->none()) return rc;
+  auto s = pack ? out->plan.mover->pack(out->plan.msg, buf)
+                : out->plan.mover->stage(static_cast<size_t>(out->plan.msg.bytes));
+  if (!s) return raise(comm, s.status());
+  out->staged = std::move(s.value());
+  return out->arg.make(out->staged.bytes);
+}
+
+// The op that unpacks a receive of packed bytes into the caller's buffer.
+[[maybe_unused]] PendingOp packed_recv_op(Packed& p, void* buf, int count, MPI_Datatype t,
+                                          MPI_Comm comm) {
   PendingOp op;
-  if (watching_host_recvs()) op = host_recv_op(rbuf, rcount, rtype, comm);
-  op.mirrors = send.set;  // kept alive until the request completes
+  op.kind = PendingOp::Kind::kRecv;
+  op.staged = p.staged;
+  op.mover = p.plan.mover;
+  op.type = p.plan.type;
+  op.msg = p.plan.msg;
+  op.user = buf;
+  op.count = count;
+  op.mpi_type = t;
+  op.comm = comm;
   return op;
+}
+
+// Keeps staging alive as long as an op (a send's, beside a receive's).
+[[maybe_unused]] std::shared_ptr<MirrorSet> hold(const transport::Staged& s) {
+  auto set = std::make_shared<MirrorSet>();
+  MirrorSet::Entry e;  // neither copied down nor up
+  e.staged = s;
+  set->entries.push_back(std::move(e));
+  return set;
 }
 
 }  // namespace
@@ -159,33 +197,61 @@ int MPI_Isendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest, in
     if ((rc = MPI_Send(sbuf, scount, stype, dest, stag, comm)) != MPI_SUCCESS) return rc;
     return completed_request(st, r);
   }
-  const bool sdev = dest != MPI_PROC_NULL && is_device(sbuf, scount, stype);
-  const bool rdev = src != MPI_PROC_NULL && is_device(rbuf, rcount, rtype);
-  SpanMirror sm, rm;
-  int rc = MPI_SUCCESS;
-  if (sdev && (rc = mirror_span(const_cast<void*>(sbuf), scount, stype, comm, true, false, true,
-                                &sm)) != MPI_SUCCESS)
-    return rc;
-  if (rdev && (rc = mirror_span(rbuf, rcount, rtype, comm, true, true, true, &rm)) != MPI_SUCCESS)
-    return rc;
-  if ((sdev || rdev || watching_host_recvs()) && !r)
-    return raise(comm, MPI_ERR_REQUEST, "null request");
-  rc = LOOM_NEXT(MPI_Isendrecv)(sdev ? sm.host() : sbuf, scount, stype, dest, stag,
-                                rdev ? rm.host() : rbuf, rcount, rtype, src, rtag, comm, r);
-  if (rc != MPI_SUCCESS) return rc;
-  PendingOp op;
-  if (rdev && !rm.empty()) {
-    op = span_recv_op(rm, comm);
-    op.mirrors = sm.set;  // the send's mirror lives as long
-  } else if (src != MPI_PROC_NULL) {
-    op = host_recv_or_send_op(rbuf, rcount, rtype, comm, sm);
-    if (op.kind != PendingOp::Kind::kHostRecv && sm.empty()) return rc;  // nothing to finish
-  } else if (!sm.empty()) {
-    op.kind = PendingOp::Kind::kSend;
-    op.mirrors = sm.set;
-  } else {
+  const bool sdev = dest != MPI_PROC_NULL && scount > 0 && is_device(sbuf, scount, stype);
+  const bool rdev = src != MPI_PROC_NULL && rcount > 0 && is_device(rbuf, rcount, rtype);
+  if (!sdev && !rdev) {
+    int rc = LOOM_NEXT(MPI_Isendrecv)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src,
+                                      rtag, comm, r);
+    if (rc == MPI_SUCCESS && r && src != MPI_PROC_NULL && watching_host_recvs())
+      loom::runtime()->requests.add(*r, host_recv_op(rbuf, rcount, rtype, comm));
     return rc;
   }
+  if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
+  // Each device side as packed bytes, or a span mirror for types Loom cannot read.
+  Packed sp, rp;
+  SpanMirror sm, rm;
+  const void* s_at = sbuf;
+  void* r_at = rbuf;
+  int s_n = scount, r_n = rcount;
+  MPI_Datatype s_t = stype, r_t = rtype;
+  int rc = MPI_SUCCESS;
+  if (sdev) {
+    if ((rc = packed(sbuf, scount, stype, comm, true, &sp)) != MPI_SUCCESS) return rc;
+    if (sp.none()) {
+      rc = mirror_span(const_cast<void*>(sbuf), scount, stype, comm, true, false, true, &sm);
+      if (rc != MPI_SUCCESS) return rc;
+      s_at = sm.host();
+    } else {
+      s_at = sp.staged.host;
+      s_n = sp.arg.count;
+      s_t = sp.arg.type;
+    }
+  }
+  if (rdev) {
+    if ((rc = packed(rbuf, rcount, rtype, comm, false, &rp)) != MPI_SUCCESS) return rc;
+    if (rp.none()) {
+      if ((rc = mirror_span(rbuf, rcount, rtype, comm, true, true, true, &rm)) != MPI_SUCCESS)
+        return rc;
+      r_at = rm.host();
+    } else {
+      r_at = rp.staged.host;
+      r_n = rp.arg.count;
+      r_t = rp.arg.type;
+    }
+  }
+  rc = LOOM_NEXT(MPI_Isendrecv)(s_at, s_n, s_t, dest, stag, r_at, r_n, r_t, src, rtag, comm, r);
+  sp.arg.release();  // MPI allows freeing a type while an operation uses it
+  rp.arg.release();
+  if (rc != MPI_SUCCESS) return rc;
+  PendingOp op;
+  if (rdev) {
+    op = rp.none() ? span_recv_op(rm, comm) : packed_recv_op(rp, rbuf, rcount, rtype, comm);
+  } else if (src != MPI_PROC_NULL && watching_host_recvs()) {
+    op = host_recv_op(rbuf, rcount, rtype, comm);
+  } else {
+    op.kind = PendingOp::Kind::kSend;
+  }
+  if (sdev) op.mirrors = sp.none() ? sm.set : hold(sp.staged);  // the send's staging lives as long
   loom::runtime()->requests.add(*r, std::move(op));
   return rc;
 }
@@ -203,16 +269,27 @@ int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int st
     int rc = sendrecv_replace_probed(kept, buf, count, t, dest, stag, comm, &st);
     return rc == MPI_SUCCESS ? completed_request(st, r) : rc;
   }
-  if (!is_device(buf, count, t)) {
+  if (count <= 0 || !is_device(buf, count, t)) {
     int rc = LOOM_NEXT(MPI_Isendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, r);
     if (rc == MPI_SUCCESS && r && src != MPI_PROC_NULL && watching_host_recvs())
       loom::runtime()->requests.add(*r, host_recv_op(buf, count, t, comm));
     return rc;
   }
   if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
-  SpanMirror m;
-  int rc = mirror_span(buf, count, t, comm, true, true, true, &m);
+  // The packed bytes go out of the staging the reply then lands in.
+  Packed p;
+  int rc = packed(buf, count, t, comm, true, &p);
   if (rc != MPI_SUCCESS) return rc;
+  if (!p.none()) {
+    rc = LOOM_NEXT(MPI_Isendrecv_replace)(p.staged.host, p.arg.count, p.arg.type, dest, stag, src,
+                                          rtag, comm, r);
+    p.arg.release();
+    if (rc == MPI_SUCCESS)
+      loom::runtime()->requests.add(*r, packed_recv_op(p, buf, count, t, comm));
+    return rc;
+  }
+  SpanMirror m;
+  if ((rc = mirror_span(buf, count, t, comm, true, true, true, &m)) != MPI_SUCCESS) return rc;
   rc = LOOM_NEXT(MPI_Isendrecv_replace)(m.host(), count, t, dest, stag, src, rtag, comm, r);
   if (rc == MPI_SUCCESS && !m.empty()) loom::runtime()->requests.add(*r, span_recv_op(m, comm));
   return rc;

@@ -471,7 +471,25 @@ TEST_F(BufferCalls, SendrecvReplace) {
 }
 
 #ifdef LOOM_MPI_HAS_MPI_Isendrecv
+// On host buffers the call is the MPI's own: MPICH 4.0.2's releases a
+// derived datatype once too often (destroying it), so host runs take a
+// contiguous type. Loom gives the MPI packed bytes for device buffers.
 TEST_F(BufferCalls, Isendrecv) {
+  if (!device_run()) {  // predefined types: passed through
+    std::vector<int> out(12, rank_), in(12, -1);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Isendrecv(out.data(), 12, MPI_INT, peer_, 6, in.data(), 12, MPI_INT, peer_, 6,
+                            MPI_COMM_WORLD, &r),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(in, std::vector<int>(12, peer_));
+    ASSERT_EQ(
+        MPI_Isendrecv_replace(out.data(), 12, MPI_INT, peer_, 7, peer_, 7, MPI_COMM_WORLD, &r),
+        MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(out, std::vector<int>(12, peer_));
+    return;
+  }
   Buffer src = source(rank_, 3), dst = blank();
   Dev dsrc(src), ddst(dst);
   MPI_Request r;
@@ -580,7 +598,7 @@ TEST_F(BufferCalls, LargeCountForms) {
     EXPECT_EQ(d.read(), expect_from_peer(4, mine));
   }
 #ifdef LOOM_MPI_HAS_MPI_Isendrecv_c
-  {
+  if (device_run()) {  // host buffers: the MPI's own call (see Isendrecv)
     Buffer src = source(rank_, 5), dst = blank();
     Dev dsrc(src), ddst(dst);
     MPI_Request r;
