@@ -62,7 +62,8 @@ const char* kUsage =
     "  --r N                  halo radius, 1..min(nx, ny, nz) (3)\n"
     "  --iters N              timed exchanges per mode (20), after --warmup N (2)\n"
     "  --modes LIST           of loom,naive,hand,neighbor (all)\n"
-    "  --methods LIST         Loom methods of mode loom: auto,device,oneshot,staged (all)\n"
+    "  --methods LIST         Loom methods of mode loom: auto,device,oneshot,staged (all),\n"
+    "                         as-is (as LOOM_METHOD left it; also under LOOM_DISABLE=1)\n"
     "  --alloc 3d|linear      cudaMalloc3D (pitched rows) or cudaMalloc (3d)\n"
     "  --csv FILE             also write the rows to FILE (rank 0)\n"
     "  --corrupt              test the verifier: change one halo cell after each mode;\n"
@@ -123,7 +124,7 @@ std::string parse(int argc, char** argv, Options& o) {
     } else if (a == "--methods") {
       o.methods = split(v);
       for (const std::string& m : o.methods)
-        if (m != "auto" && m != "device" && m != "oneshot" && m != "staged")
+        if (m != "auto" && m != "device" && m != "oneshot" && m != "staged" && m != "as-is")
           return "unknown method '" + m + "'";
     } else if (a == "--alloc") {
       ok = std::strcmp(v, "3d") == 0 || std::strcmp(v, "linear") == 0;
@@ -495,10 +496,16 @@ int run(int argc, char** argv) {
         rows.push_back(row);
         continue;
       }
+      const char* start_method = env_method ? env_method : "auto";
       for (const std::string& m : o.methods) {
         Row row{mode, m, -1, false, ""};
-        // Every rank must take the method, or none does.
-        int refused = loom_set_method(m.c_str()) != MPI_SUCCESS, any = 0;
+        // Every rank must take the method, or none does. as-is: the
+        // start-up method, or no Loom at all (LOOM_DISABLE=1: the MPI alone).
+        int refused = 0, any = 0;
+        if (m == "as-is")
+          (void)loom_set_method(start_method);
+        else
+          refused = loom_set_method(m.c_str()) != MPI_SUCCESS;
         MPI_Allreduce(&refused, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) {
           row.note = "unavailable";
@@ -507,7 +514,7 @@ int run(int argc, char** argv) {
         }
         rows.push_back(row);
       }
-      loom_set_method(env_method ? env_method : "auto");
+      (void)loom_set_method(start_method);
     }
     report(rows, h, o, size, device);
   }
