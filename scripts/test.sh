@@ -31,6 +31,19 @@ cmake -S . -B build-ci-mpich -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_M
 cmake --build build-ci-mpich -j "$jobs"
 ctest --test-dir build-ci-mpich --output-on-failure -j "$jobs" || failed=1
 
+# PyPI's mpich 5.0 wheel declares MPICH's MPIX stream API in mpi.h: Loom's
+# stream functions are built with MPICH's own types and interpose its own.
+# Only the library and the stream tests (a Debug build compiles fastest).
+whl=.whl/mpich-5.0.2/mpich-5.0.2.data/data
+if [ -x "$whl/bin/mpicc" ]; then
+  step "MPICH 5.0 (PyPI wheel): the MPIX stream API over MPICH's own declarations"
+  cmake -S . -B build-ci-mpich5 -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=mpich \
+    -DLOOM_MPI_PREFIX="$PWD/$whl" -DLOOM_CUDA=OFF -DLOOM_WERROR=ON >/dev/null
+  cmake --build build-ci-mpich5 -j "$jobs" --target loom_stream_tests
+  ctest --test-dir build-ci-mpich5 --output-on-failure -R 'mpi[.]stream[.](host|device)[.]np2' ||
+    failed=1
+fi
+
 step "AddressSanitizer + UndefinedBehaviorSanitizer build (host tests)"
 cmake -S . -B build-ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=openmpi -DLOOM_CUDA=OFF \
   -DLOOM_SANITIZE=ON -DLOOM_WERROR=ON >/dev/null
