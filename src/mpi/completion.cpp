@@ -25,7 +25,25 @@ RequestTable* active_table() {
   if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
   if (rt->requests.empty()) return nullptr;
   rt->requests.progress();
+  // With zero-copy sends on, a sender waits until its receiver has read the
+  // buffer: every completion call first finishes the receives that landed
+  // (RequestTable::finish_landed), whichever requests it was given.
+  if (rt->zero_copy_on()) rt->requests.finish_landed();
   return &rt->requests;
+}
+
+// ... and a rank must not block in the MPI while a receive it posted may
+// have matched such a send: the blocking calls become their test in a loop.
+template <class Test>
+int poll_until(Test test) {
+  for (;;) {
+    int flag = 0;
+    const int rc = test(&flag);
+    if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || flag) return rc;
+  }
+}
+bool polling(RequestTable* t) {
+  return t && runtime()->zero_copy_on();
 }
 
 // The ops of an array of requests, taken out of the table for one call.
@@ -137,6 +155,7 @@ extern "C" {
 
 int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   RequestTable* t = active_table();
+  if (polling(t)) return poll_until([&](int* flag) { return MPI_Test(req, flag, status); });
   PendingOp op;
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Wait)(req, status);
   MPI_Status st;
@@ -164,6 +183,8 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
   RequestTable* t = active_table();
+  if (polling(t))
+    return poll_until([&](int* flag) { return MPI_Testall(n, reqs, flag, statuses); });
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitall)(n, reqs, statuses);
   Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
@@ -187,6 +208,8 @@ int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
 
 int MPI_Waitany(int n, MPI_Request reqs[], int* index, MPI_Status* status) {
   RequestTable* t = active_table();
+  if (polling(t))
+    return poll_until([&](int* flag) { return MPI_Testany(n, reqs, index, flag, status); });
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitany)(n, reqs, index, status);
   int flag = 1;
   return any(*t, n, reqs, index, &flag, status,
@@ -201,11 +224,28 @@ int MPI_Testany(int n, MPI_Request reqs[], int* index, int* flag, MPI_Status* st
 }
 
 int MPI_Waitsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
+  if (RequestTable* t = active_table(); polling(t))
+    return poll_until([&](int* flag) {
+      const int rc = MPI_Testsome(n, reqs, outcount, indices, statuses);
+      *flag = *outcount != 0;
+      return rc;
+    });
   return some(LOOM_NEXT(MPI_Waitsome), n, reqs, outcount, indices, statuses);
 }
 
 int MPI_Testsome(int n, MPI_Request reqs[], int* outcount, int indices[], MPI_Status statuses[]) {
   return some(LOOM_NEXT(MPI_Testsome), n, reqs, outcount, indices, statuses);
+}
+
+// A zero-copy send's request is the receive of its ack: cancelling that
+// would report the send cancelled while the receiver still reads the
+// buffer. Such a cancel fails instead (MPI allows it): the send completes
+// when the message is received.
+int MPI_Cancel(MPI_Request* req) {
+  loom::Runtime* rt = loom::runtime();
+  if (rt && req && rt->rv && rt->requests.holds(*req, PendingOp::Kind::kZeroSend))
+    return MPI_SUCCESS;
+  return LOOM_NEXT(MPI_Cancel)(req);
 }
 
 int MPI_Request_free(MPI_Request* req) {

@@ -85,6 +85,32 @@ bool device_method_send(const DevicePlan& p, const void* buf, Header* hdr) {
   return false;
 }
 
+// The zero-copy device method, when it applies (a contiguous device-method
+// message, Runtime::zero_copy): lends the user's own bytes, posts the
+// receive of their ack into *ack and fills hdr. False: pack or stage.
+bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr,
+                    MPI_Request* ack) {
+  Runtime* rt = runtime();
+  int64_t base = 0;
+  if (p.span() || p.method != transport::Method::kDevice || !rt->zero_copy(p.msg) ||
+      !transport::contiguous_at(p.msg, &base))
+    return false;
+  const int to = rt->rv->world_rank(comm, dest);
+  if (to < 0) return false;
+  Status s = rt->rv->lend_user(static_cast<const char*>(buf) + base,
+                               static_cast<size_t>(p.msg.bytes), to, hdr, ack);
+  if (s.is_ok()) return true;
+  LOOM_DEBUG(kTransport, "zero-copy send: %s; packing into a segment", s.message().c_str());
+  return false;
+}
+
+// The header of a zero-copy send could not go: its ack will never come.
+void abandon_zero_copy(const Header& hdr, MPI_Request* ack) {
+  PMPI_Cancel(ack);
+  PMPI_Wait(ack, MPI_STATUS_IGNORE);
+  runtime()->rv->acked(hdr.seq);
+}
+
 // Pipelined staged transfer, when it applies (a large staged message and
 // the handshake on): chunks go on Loom's communicator and hdr in place of
 // the packed bytes. False: one staging buffer, one MPI message.
@@ -107,6 +133,19 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
   int rc = plan_device(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   Header hdr;
+  if (MPI_Request ack; zero_copy_send(p, buf, comm, dest, &hdr, &ack)) {
+    rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+    if (rc != MPI_SUCCESS) {
+      abandon_zero_copy(hdr, &ack);
+      return rc;
+    }
+    for (int done = 0; rc == MPI_SUCCESS && !done;) {  // until the receiver has read the buffer
+      rc = PMPI_Test(&ack, &done, MPI_STATUS_IGNORE);
+      if (!done) runtime()->requests.finish_landed();  // it may wait for us too
+    }
+    runtime()->rv->acked(hdr.seq);
+    return rc;
+  }
   if (device_method_send(p, buf, &hdr) || chunked_send(p, buf, comm, dest, &hdr))
     return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
   transport::Staged staged;
@@ -129,6 +168,21 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
   auto hdr = std::make_shared<Header>();
+  if (MPI_Request ack; zero_copy_send(p, buf, comm, dest, hdr.get(), &ack)) {
+    // The user's request is the ack's receive: the send completes when the
+    // receiver has read the buffer. The header's own request is kept.
+    rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, &op.header);
+    if (rc != MPI_SUCCESS) {
+      abandon_zero_copy(*hdr, &ack);
+      return rc;
+    }
+    op.kind = PendingOp::Kind::kZeroSend;
+    op.seq = hdr->seq;
+    op.staged.hold = std::move(hdr);
+    *req = ack;
+    runtime()->requests.add(*req, std::move(op));
+    return MPI_SUCCESS;
+  }
   if (device_method_send(p, buf, hdr.get()) || chunked_send(p, buf, comm, dest, hdr.get())) {
     rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
@@ -310,6 +364,16 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
          MPI_Status* status) {
   if (source == MPI_PROC_NULL)
     return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  Runtime* rt = runtime();
+  if (rt && rt->zero_copy_on() && !rt->requests.empty()) {
+    // Receives posted earlier may match zero-copy sends whose senders wait
+    // for them: this one is waited for by polling (completion.cpp).
+    MPI_Request r = MPI_REQUEST_NULL;
+    int rc = irecv(buf, count, type, source, tag, comm, &r);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = MPI_Wait(&r, status);
+    return rc == MPI_SUCCESS ? rc : raise(comm, rc, "receive");
+  }
   Probed kept;
   if (take_probed(comm, source, tag, &kept)) {
     MPI_Status st;

@@ -31,6 +31,9 @@ template <class Next>
 int probe(const char* fn, int source, int tag, MPI_Comm comm, int* flag, MPI_Message* msg,
           MPI_Status* status, Next next) {
   ProbedMessages* pm = watching();
+  // Zero-copy senders wait for their receivers: receives that landed are
+  // finished first (completion.cpp).
+  if (Runtime* rt = runtime(); rt->zero_copy_on()) rt->requests.finish_landed();
   Probed p;
   MPI_Status st;
   if (pm->find(comm, source, tag, msg != nullptr, &p)) {
@@ -45,6 +48,13 @@ int probe(const char* fn, int source, int tag, MPI_Comm comm, int* flag, MPI_Mes
   if (rc != MPI_SUCCESS) return raise(comm, rc, fn);
   if (*flag) put(status, st);
   return rc;
+}
+
+// A blocking probe must not block in the MPI while a zero-copy sender may
+// wait for this rank to read: it becomes its non-blocking form in a loop.
+bool polling() {
+  Runtime* rt = runtime();
+  return rt->zero_copy_on() && !rt->requests.empty();
 }
 
 }  // namespace
@@ -62,6 +72,10 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   if (!watching()) return LOOM_NEXT(MPI_Probe)(source, tag, comm, status);
+  for (int flag = 0; polling();) {
+    const int rc = MPI_Iprobe(source, tag, comm, &flag, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+  }
   int flag = 1;
   return probe("MPI_Probe", source, tag, comm, &flag, nullptr, status,
                [&](MPI_Status* st) { return LOOM_NEXT(MPI_Probe)(source, tag, comm, st); });
@@ -77,6 +91,10 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* msg,
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* msg, MPI_Status* status) {
   if (!watching()) return LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, status);
+  for (int flag = 0; polling();) {
+    const int rc = MPI_Improbe(source, tag, comm, &flag, msg, status);
+    if (rc != MPI_SUCCESS || flag) return rc;
+  }
   int flag = 1;
   return probe("MPI_Mprobe", source, tag, comm, &flag, msg, status,
                [&](MPI_Status* st) { return LOOM_NEXT(MPI_Mprobe)(source, tag, comm, msg, st); });

@@ -22,6 +22,12 @@ constexpr int kChunkTag0 = 2, kChunkTags = 30000;
 int chunk_tag(uint64_t seq) {
   return kChunkTag0 + static_cast<int>(seq % kChunkTags);
 }
+// The ack of zero-copy message `seq` comes with its own tag, so the
+// sender's request for it is a plain receive; tags recur after `n`.
+constexpr int kZeroTag0 = kChunkTag0 + kChunkTags;
+int zero_tag(uint64_t seq, int n) {
+  return kZeroTag0 + static_cast<int>(seq % static_cast<uint64_t>(n));
+}
 
 uint64_t checksum(const Header& h) {
   const auto* p = reinterpret_cast<const unsigned char*>(&h);
@@ -37,7 +43,8 @@ int delete_ranks(MPI_Comm, int, void* attr, void*) {
 
 }  // namespace
 
-std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, size_t chunk, bool host_mode) {
+std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_copy, size_t chunk,
+                                               bool host_mode) {
   int me = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &me);
   std::unique_ptr<transport::PeerMemory> mem;
@@ -50,10 +57,10 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, size_t chunk, b
   }
   // Every rank takes part in the same collectives, whatever it can do. The
   // chunk size must agree too: the smallest wins, 0 (off) included.
-  int can[2] = {want_device && (host_mode || mem) ? 1 : 0,
-                static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30))};
-  int all[2] = {0, 0};
-  PMPI_Allreduce(can, all, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int can[3] = {want_device && (host_mode || mem) ? 1 : 0,
+                static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30)), want_zero_copy ? 1 : 0};
+  int all[3] = {0, 0, 0};
+  PMPI_Allreduce(can, all, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (want_device && !all[0])
     LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
   if (!all[0] && !all[1]) return nullptr;
@@ -80,6 +87,14 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, size_t chunk, b
   PMPI_Allgather(&leader, 1, MPI_INT, rv->node_of_.data(), 1, MPI_INT, MPI_COMM_WORLD);
 
   PMPI_Comm_dup(MPI_COMM_WORLD, &rv->ctrl_);
+  // Zero-copy acks take tags above the chunks'. MPI promises only 32767; a
+  // tag range under 2^20 would recur while acks may still be outstanding.
+  void* ub = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+  const long long tag_ub = found && ub ? *static_cast<int*>(ub) : 32767;
+  if (all[0] && all[2] && tag_ub - kZeroTag0 >= (1 << 20))
+    rv->zc_tags_ = static_cast<int>(tag_ub - kZeroTag0);
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
   if (rv->mem_)
     LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
@@ -183,7 +198,7 @@ Status Rendezvous::send_chunks(transport::Mover& mover, const transport::Message
 }
 
 void Rendezvous::discard(const Header& h) {
-  if (h.kind == kSegment) {
+  if (h.kind == kSegment || h.kind == kZeroCopy) {
     ack(h);
     return;
   }
@@ -233,12 +248,50 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   return Status::ok();
 }
 
+Status Rendezvous::lend_user(const void* data, size_t bytes, int to, Header* hdr,
+                             MPI_Request* ack) {
+  progress();
+  auto ex = mem_->export_user(data, bytes);
+  if (!ex) return ex.status();
+  *hdr = Header{};
+  hdr->magic = kMagic;
+  hdr->nonce = nonce_;
+  hdr->seq = next_seq_.fetch_add(1);
+  hdr->sender = world_rank_;
+  hdr->kind = kZeroCopy;
+  hdr->bytes = static_cast<uint64_t>(bytes);
+  hdr->offset = ex->offset;
+  hdr->handle = ex->handle;
+  hdr->check = checksum(*hdr);
+  if (ex->copy.ptr) {
+    std::lock_guard<std::mutex> lk(mu_);
+    copies_.emplace(hdr->seq, ex->copy);
+  }
+  // The ack carries no data the sender needs: its seq is checked by the tag.
+  if (PMPI_Irecv(nullptr, 0, MPI_BYTE, to, zero_tag(hdr->seq, zc_tags_), ctrl_, ack) !=
+      MPI_SUCCESS) {
+    acked(hdr->seq);
+    return Status(Err::kMpi, "posting the receive of a zero-copy ack");
+  }
+  return Status::ok();
+}
+
+void Rendezvous::acked(uint64_t seq) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = copies_.find(seq);
+  if (it == copies_.end()) return;
+  mem_->release(it->second);
+  copies_.erase(it);
+}
+
 bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
   if (n != kHeaderBytes || !p) return false;
   std::memcpy(out, p, sizeof(Header));
   if (out->magic != kMagic || out->nonce != nonce_ || out->check != checksum(*out)) return false;
   if (out->kind == kChunks) return out->offset > 0 && out->offset <= (uint64_t{1} << 30);
-  return out->kind == kSegment && mem_ && out->offset + out->bytes <= out->handle.size;
+  if (out->kind == kZeroCopy && !zc_tags_) return false;
+  return (out->kind == kSegment || out->kind == kZeroCopy) && mem_ &&
+         out->offset + out->bytes <= out->handle.size;
 }
 
 Result<const void*> Rendezvous::open(const Header& h) {
@@ -249,7 +302,10 @@ Result<const void*> Rendezvous::open(const Header& h) {
 }
 
 void Rendezvous::ack(const Header& h) {
-  PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
+  if (h.kind == kZeroCopy)
+    PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
+  else
+    PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
 }
 
 void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
@@ -259,7 +315,7 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   if (h.magic != kMagic || h.nonce != nonce_ || h.sender < 0 ||
       static_cast<size_t>(h.sender) >= node_of_.size() || h.sender == world_rank_)
     return;
-  if (h.kind == kSegment) {
+  if (h.kind == kSegment || (h.kind == kZeroCopy && zc_tags_)) {
     ack(h);
   } else {  // its chunks are never received: the sender gives up on them at finalize
     LOOM_WARN(kTransport,
@@ -333,6 +389,9 @@ void Rendezvous::shutdown() {
     for (auto& [seq, seg] : lent_)
       if (mem_) mem_->release(seg);
     lent_.clear();
+    for (auto& [seq, seg] : copies_)
+      if (mem_) mem_->release(seg);
+    copies_.clear();
     n_lent_.store(0);
   }
   if (mem_) mem_->unmap_all();

@@ -49,7 +49,11 @@ constexpr int kHeaderBytes = 128;
 // kSegment: the bytes wait in a segment the sender lends (the device
 // method). kChunks: they follow on Loom's communicator in chunks, each sent
 // as soon as it reaches host memory (pipelined staged transfers).
-enum HeaderKind : int32_t { kSegment = 0, kChunks = 1 };
+// kZeroCopy: the bytes are the sender's own buffer, lent as they lie (a
+// contiguous message); the sender's request is the receive of the ack, so
+// its send completes when the receiver has read them, as a rendezvous send
+// of any MPI does.
+enum HeaderKind : int32_t { kSegment = 0, kChunks = 1, kZeroCopy = 2 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
 class Rendezvous {
@@ -59,7 +63,10 @@ class Rendezvous {
   // chunks of this size (LOOM_PIPELINE_CHUNK; 0: none); `host_mode`: the host test mode (shared
   // memory instead of CUDA IPC). Each is on only when every rank wants it (and, for the device
   // method, can lend memory); null when neither is.
-  static std::unique_ptr<Rendezvous> create(bool want_device, size_t chunk, bool host_mode);
+  // `want_zero_copy`: this rank would lend contiguous buffers as they lie
+  // (LOOM_ZCOPY_MIN); on only where every rank wants it.
+  static std::unique_ptr<Rendezvous> create(bool want_device, bool want_zero_copy, size_t chunk,
+                                            bool host_mode);
   ~Rendezvous();
 
   // World rank of `rank` of comm when it is another process of this node
@@ -80,6 +87,15 @@ class Rendezvous {
 
   // Sender: packs m from `user` into a lent segment and fills hdr.
   Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr);
+  // Sender, zero-copy: lends the `bytes` at `data` (the caller's buffer, a
+  // contiguous message to world rank `to`) and posts the receive of their
+  // ack into *ack, which completes once the receiver has read them; fills
+  // hdr. kUnsupported when the memory cannot be lent as it is.
+  Status lend_user(const void* data, size_t bytes, int to, Header* hdr, MPI_Request* ack);
+  // Sender: the ack of zero-copy message `seq` arrived (its request completed).
+  void acked(uint64_t seq);
+  // Zero-copy sends are possible (the MPI's tag range leaves room for their acks).
+  bool zero_copy() const { return mem_ && zc_tags_ > 0; }
   // Sender, pipelined: packs m and sends its chunks to world rank `to` on
   // Loom's communicator as each reaches host memory; fills hdr (kChunks),
   // which the caller sends on the user's envelope. The chunk sends finish in
@@ -128,6 +144,8 @@ class Rendezvous {
   std::atomic<uint64_t> pulled_{0};
   std::atomic<uint64_t> chunked_{0};
   size_t chunk_ = 0;  // 0: no pipelined chunks
+  int zc_tags_ = 0;   // tags for zero-copy acks, above the chunks' (0: none)
+  std::unordered_map<uint64_t, transport::Segment> copies_;  // zero-copy stand-ins, by seq
   struct Sending {
     std::vector<MPI_Request> reqs;
     transport::Staged hold;

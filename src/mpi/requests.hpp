@@ -27,7 +27,9 @@ struct PendingOp {
   // MPI's request stays inactive, and completion reports `done`. kColl: a
   // collective on host mirrors of device buffers; completion copies the
   // outputs back up (coll_call.hpp).
-  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone, kColl };
+  // kZeroSend: a zero-copy device-method send, whose MPI request is the
+  // receive of its ack (rendezvous.hpp); `header` is the header's send.
+  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone, kColl, kZeroSend };
   Kind kind = Kind::kSend;
   transport::Staged staged;
   transport::Mover* mover = nullptr;
@@ -47,7 +49,20 @@ struct PendingOp {
   MPI_Status done{};
   // kColl: the call's mirrors (shared with a persistent request's template).
   std::shared_ptr<MirrorSet> mirrors;
+  // kZeroSend: the header's send request and the message's sequence number.
+  MPI_Request header = MPI_REQUEST_NULL;
+  uint64_t seq = 0;
+  // A receive finished before its completion call (finish_early): what
+  // that call reports. A zero-copy sender waits for the receiver to read,
+  // so a receive that matched one must be finished as soon as it lands.
+  bool finished = false;
+  int finished_rc = MPI_SUCCESS;
+  MPI_Status finished_st{};
 };
+
+// Finishes op now if r, its request, completed: the MPI's request stays
+// (MPI_Request_get_status), so the completion call later finds it done.
+void finish_early(MPI_Request r, PendingOp& op);
 
 // The op that watches a receive into host memory (kHostRecv).
 PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
@@ -61,6 +76,11 @@ class RequestTable {
   void add(MPI_Request r, PendingOp op);
   // Removes and returns the op of r, if r is one of Loom's.
   bool take(MPI_Request r, PendingOp* out);
+  // r is one of Loom's, of kind k.
+  bool holds(MPI_Request r, PendingOp::Kind k);
+  // Zero-copy sends may be waiting for this rank to read: finishes every
+  // receive in the table whose request completed (finish_early).
+  void finish_landed();
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
 
   // MPI_Request_free on a device operation: it still completes, and its

@@ -49,6 +49,10 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
+  if (!knobs().zcopy_min.empty()) {
+    const long long zc = std::atoll(knobs().zcopy_min.c_str());
+    zcopy_min_ = zc >= 0 ? static_cast<int64_t>(zc) : 0;
+  }
 }
 
 bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
@@ -150,6 +154,9 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
     case Choice::kAuto:
       break;
   }
+  // A contiguous message the receiver copies straight out of the sender's
+  // buffer pays one copy in all: no method the model knows does better.
+  if (device_ok && zero_copy(m)) return transport::Method::kDevice;
   model::Prediction pr;
   if (predict(m, on_node, device_ok, &pr)) return from_model(pr.best);
   const size_t bytes = static_cast<size_t>(m.bytes);
@@ -268,8 +275,8 @@ extern "C" int loom_init(void) {
   transport::memtype_init();
   auto* rt = new Runtime();
   if (up)
-    rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->wanted_chunk(),
-                                     rt->host_as_device());
+    rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->wants_zero_copy(),
+                                     rt->wanted_chunk(), rt->host_as_device());
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
   if (up) rt->streams = std::make_unique<stream::Engine>();
   rt->load_model(rank <= 0);

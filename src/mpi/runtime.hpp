@@ -79,6 +79,17 @@ class Runtime {
   // loom_set_method: false for an unknown name or the device method off.
   bool set_method(const std::string& name);
 
+  // A device-method message m goes from the sender's own buffer (contiguous,
+  // at least LOOM_ZCOPY_MIN bytes, and the handshake can lend it).
+  bool zero_copy(const transport::Message& m) const {
+    return zero_copy_on() && m.bytes >= zcopy_min_ && transport::contiguous_at(m, nullptr);
+  }
+  // Zero-copy sends are on in this job (every rank agreed at MPI_Init): a
+  // rank that blocks finishes the receives that land meanwhile, as their
+  // senders wait for them to be read.
+  bool zero_copy_on() const { return rv && rv->zero_copy(); }
+  bool wants_zero_copy() const { return zcopy_min_ >= 0; }
+
   static constexpr size_t kOneShotMax = size_t{1} << 20;
   static constexpr size_t kDeviceMin = size_t{8} << 10;  // H200 pingpong crossover
 
@@ -90,6 +101,7 @@ class Runtime {
   std::atomic<Choice> choice_{Choice::kAuto};
   bool host_as_device_ = false;
   size_t pipeline_min_ = 0;
+  int64_t zcopy_min_ = -1;  // LOOM_ZCOPY_MIN; -1: off
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;

@@ -221,6 +221,12 @@ class GpuMover final : public Mover {
   }
   Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
+    if (int64_t base = 0; contiguous_at(m, &base)) {  // one copy, one wait
+      LOOM_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(user) + base, src, received,
+                                           cudaMemcpyDeviceToDevice, stream_),
+                           "copy from peer"));
+      return cuda_status(cudaStreamSynchronize(stream_), "copy from peer");
+    }
     auto l = scratch_lease(received);
     if (!l) return unpack_from(m, src, received, user);  // kernel loads over the link
     LOOM_TRY(

@@ -47,6 +47,13 @@ std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t b
   return runs;
 }
 
+bool contiguous_at(const Message& m, int64_t* base) {
+  if (!m.one || m.one->kind != pack::LayoutKind::kContiguous) return false;
+  if (m.count > 1 && m.extent != m.one->total) return false;
+  if (base) *base = m.one->base;
+  return true;
+}
+
 Span message_span(const Message& m) {
   Span s;
   if (!m.form || m.count == 0) return s;

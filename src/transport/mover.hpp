@@ -108,6 +108,11 @@ struct Span {
 };
 Span message_span(const Message& m);
 
+// The message's packed bytes lie in order and unbroken in the user's
+// buffer, from user + *base: plain copies move them (and the zero-copy
+// device method lends them as they lie).
+bool contiguous_at(const Message& m, int64_t* base);
+
 // Host engine: unpacks the first `received` packed bytes into `user` (host
 // memory): whole elements, then the leading bytes of a partial one.
 Status host_unpack_received(const Message& m, const void* packed, size_t received, void* user);

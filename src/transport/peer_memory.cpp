@@ -52,6 +52,16 @@ void PeerMemory::release(const Segment& s) {
   in_use_ -= s.size;
 }
 
+Result<Exported> PeerMemory::export_user(const void* p, size_t bytes) {
+  auto seg = acquire(bytes);
+  if (!seg) return seg.status();
+  if (bytes > 0) std::memcpy(seg->ptr, p, bytes);
+  Exported e;
+  e.handle = seg->handle;
+  e.copy = seg.value();
+  return e;
+}
+
 Result<const void*> PeerMemory::open(const PeerHandle& h) {
   const std::string key = key_of(h);
   std::lock_guard<std::mutex> lk(mu_);

@@ -32,6 +32,16 @@ struct Segment {
   PeerHandle handle;
 };
 
+// A caller's own buffer lent without a copy (the zero-copy device method):
+// `handle` names the allocation that holds the bytes, `offset` where they
+// start in it. In the host test mode a process cannot lend its heap, so the
+// bytes are copied into `copy`, a segment released when the peer is done.
+struct Exported {
+  PeerHandle handle;
+  uint64_t offset = 0;
+  Segment copy;
+};
+
 class PeerMemory {
  public:
   virtual ~PeerMemory() = default;
@@ -40,7 +50,12 @@ class PeerMemory {
   // A segment of at least `bytes`, lent until release().
   Result<Segment> acquire(size_t bytes);
   void release(const Segment& s);
-  // The local address of a peer's segment: mapped on first use, then cached.
+  // Lends `bytes` at p, which the caller keeps unchanged until the peer is
+  // done; kUnsupported where the memory cannot be lent (the caller then
+  // packs into a segment).
+  virtual Result<Exported> export_user(const void* p, size_t bytes);
+  // The local address of a peer's segment or lent allocation: mapped on
+  // first use, then cached.
   Result<const void*> open(const PeerHandle& h);
   // At shutdown, once no peer reads our segments and we read none of theirs.
   void unmap_all();

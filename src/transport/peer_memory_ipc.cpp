@@ -1,9 +1,13 @@
 // CUDA IPC segments: cudaMalloc'd device memory, exported with
 // cudaIpcGetMemHandle once per segment, opened by peers with peer access
 // enabled lazily (two GPUs over NVLink, or the same GPU from another process).
+#include <cuda.h>  // attribute names only: the driver is reached through dlsym
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "transport/peer_memory.hpp"
 
@@ -15,6 +19,18 @@ Status cuda_err(cudaError_t e, const char* what) {
   return Status(Err::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// cuPointerGetAttributes from the driver the CUDA runtime loaded: linking
+// libcuda would make Loom unloadable on machines without a GPU driver.
+using PointerAttrsFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+PointerAttrsFn pointer_attrs() {
+  static PointerAttrsFn fn = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    return lib ? reinterpret_cast<PointerAttrsFn>(dlsym(lib, "cuPointerGetAttributes")) : nullptr;
+  }();
+  return fn;
+}
+
 class IpcPeerMemory final : public PeerMemory {
  public:
   ~IpcPeerMemory() override {
@@ -22,6 +38,43 @@ class IpcPeerMemory final : public PeerMemory {
     free_all();
   }
   const char* name() const override { return "CUDA IPC"; }
+
+  // The allocation holding p, exported once: its handle is cached by base
+  // address and the driver's buffer id, which changes when the address is
+  // freed and allocated again.
+  Result<Exported> export_user(const void* p, size_t bytes) override {
+    PointerAttrsFn attrs = pointer_attrs();
+    if (!attrs) return Status(Err::kUnsupported, "no cuPointerGetAttributes");
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    int ipc_ok = 0;
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE};
+    void* out[] = {&base, &size, &id, &ipc_ok};
+    if (attrs(4, which, out, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS || base == 0)
+      return Status(Err::kUnsupported, "not a device allocation");
+    // cudaMallocAsync pools, VMM and managed memory have no legacy IPC handle.
+    if (!ipc_ok) return Status(Err::kUnsupported, "allocation cannot be shared by CUDA IPC");
+    const uint64_t offset = reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(base);
+    if (offset + bytes > size) return Status(Err::kInvalidArg, "buffer past its allocation");
+    Exported e;
+    e.offset = offset;
+    std::lock_guard<std::mutex> lk(export_mu_);
+    auto it = exported_.find(base);
+    if (it != exported_.end() && it->second.first == id) {
+      e.handle = it->second.second;
+      return e;
+    }
+    cudaIpcMemHandle_t h;
+    const cudaError_t err = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
+    if (err != cudaSuccess) return cuda_err(err, "cudaIpcGetMemHandle");
+    e.handle.size = size;
+    std::memcpy(e.handle.bytes, &h, sizeof(h));
+    exported_[base] = {id, e.handle};
+    return e;
+  }
 
  protected:
   Result<Segment> allocate(size_t bytes) override {
@@ -54,6 +107,10 @@ class IpcPeerMemory final : public PeerMemory {
   void unmap(void* p, const PeerHandle&) override {
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
   }
+
+ private:
+  std::mutex export_mu_;
+  std::unordered_map<CUdeviceptr, std::pair<unsigned long long, PeerHandle>> exported_;
 };
 
 }  // namespace

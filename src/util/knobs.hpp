@@ -25,6 +25,9 @@ namespace loom {
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                        \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)") \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")    \
+  X(zcopy_min, "LOOM_ZCOPY_MIN", "",                                                        \
+    "device method: smallest contiguous message lent from the sender's own buffer (no "     \
+    "copy; its send completes once the receiver has read it); unset: off; all ranks alike") \
   X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                              \
     "staged messages go in pipelined chunks of this many bytes (unset or 0: off; all "      \
     "ranks alike)")                                                                         \
