@@ -3,10 +3,11 @@
 // program's ready send is a correct standard send, and Loom's fast paths
 // apply); MPI_Bsend and MPI_Ibsend stay the MPI's buffered sends, of a host
 // mirror of the data, so they never wait for the receiver;
-// MPI_Sendrecv_replace, MPI_Isendrecv and MPI_Isendrecv_replace run the
-// MPI's own call on host mirrors (the receive is checked for a device-method
-// header, as every receive is while that method is on). Host buffers go
-// straight to the MPI.
+// MPI_Sendrecv_replace runs the MPI's own call on a host mirror;
+// MPI_Isendrecv and MPI_Isendrecv_replace are Loom's receive plus a send of
+// a copy that completes by itself. Every receive is checked for a
+// device-method header while that method is on. Host buffers go straight
+// to the MPI.
 #include <mpi.h>
 
 #include <vector>
@@ -33,11 +34,8 @@ bool watching_host_recvs() {
   return rt && rt->rv;
 }
 
-// Device data as packed bytes in staging, for the nonblocking send-receive
-// forms: the MPI then sees only MPI_BYTE (MPICH 4.0.2's MPI_Isendrecv
-// releases a derived datatype once too often and destroys it). Types Loom
-// cannot read have none: their data goes as a span mirror with the
-// caller's type.
+// Device data as packed bytes in staging. Types Loom cannot read have
+// none: their data goes as a span mirror with the caller's type.
 struct Packed {
   DevicePlan plan;
   transport::Staged staged;
@@ -57,29 +55,62 @@ struct Packed {
   return out->arg.make(out->staged.bytes);
 }
 
-// The op that unpacks a receive of packed bytes into the caller's buffer.
-[[maybe_unused]] PendingOp packed_recv_op(Packed& p, void* buf, int count, MPI_Datatype t,
-                                          MPI_Comm comm) {
+// The send half of MPI_Isendrecv(_replace): the data is copied out now
+// (packed on the GPU for device buffers, by the MPI for host ones), sent
+// with the MPI's MPI_Isend, and left to complete by itself (the request
+// table tests it and frees the copy, as for a freed request). The call's
+// request is then its receive's, whose status the caller gets.
+[[maybe_unused]] int send_copied(const void* buf, int count, MPI_Datatype t, int dest, int tag,
+                                 MPI_Comm comm) {
+  if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
   PendingOp op;
-  op.kind = PendingOp::Kind::kRecv;
-  op.staged = p.staged;
-  op.mover = p.plan.mover;
-  op.type = p.plan.type;
-  op.msg = p.plan.msg;
-  op.user = buf;
-  op.count = count;
-  op.mpi_type = t;
-  op.comm = comm;
-  return op;
+  op.kind = PendingOp::Kind::kSend;
+  const void* at = nullptr;
+  int n = 0;
+  MPI_Datatype type = MPI_PACKED;
+  Packed p;
+  int rc = MPI_SUCCESS;
+  if (count > 0 && is_device(buf, count, t)) {
+    if ((rc = packed(buf, count, t, comm, true, &p)) != MPI_SUCCESS) return rc;
+    if (!p.none()) {
+      op.staged = p.staged;
+      at = p.staged.host;
+      n = p.arg.count;
+      type = p.arg.type;
+    } else {
+      SpanMirror m;
+      rc = mirror_span(const_cast<void*>(buf), count, t, comm, true, false, true, &m);
+      if (rc != MPI_SUCCESS) return rc;
+      op.mirrors = m.set;
+      at = m.host();
+      n = count;
+      type = t;
+    }
+  } else {
+    int bytes = 0;
+    if ((rc = PMPI_Pack_size(count, t, comm, &bytes)) != MPI_SUCCESS)
+      return raise(comm, rc, "pack size");
+    auto copy = std::make_shared<std::vector<char>>(static_cast<size_t>(bytes) + 1);
+    if ((rc = PMPI_Pack(buf, count, t, copy->data(), bytes, &n, comm)) != MPI_SUCCESS)
+      return raise(comm, rc, "pack");
+    at = copy->data();
+    op.staged.hold = std::move(copy);
+  }
+  MPI_Request r = MPI_REQUEST_NULL;
+  rc = LOOM_NEXT(MPI_Isend)(at, n, type, dest, tag, comm, &r);
+  p.arg.release();
+  if (rc != MPI_SUCCESS) return rc;
+  runtime()->requests.detach(r, std::move(op));
+  return MPI_SUCCESS;
 }
 
-// Keeps staging alive as long as an op (a send's, beside a receive's).
-[[maybe_unused]] std::shared_ptr<MirrorSet> hold(const transport::Staged& s) {
-  auto set = std::make_shared<MirrorSet>();
-  MirrorSet::Entry e;  // neither copied down nor up
-  e.staged = s;
-  set->entries.push_back(std::move(e));
-  return set;
+// Loom takes the call: a buffer is device memory, or a receive may meet a
+// device-method header or a message a probe kept.
+[[maybe_unused]] bool loom_sendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest,
+                                    const void* rbuf, int rcount, MPI_Datatype rtype, int src) {
+  return watching_host_recvs() ||
+         (dest != MPI_PROC_NULL && scount > 0 && is_device(sbuf, scount, stype)) ||
+         (src != MPI_PROC_NULL && rcount > 0 && is_device(rbuf, rcount, rtype));
 }
 
 }  // namespace
@@ -180,79 +211,21 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int sta
 }
 
 #ifdef LOOM_MPI_HAS_MPI_Isendrecv
+// Not the MPI's own for device buffers: MPICH 4.0.2's leaves the status
+// empty and releases a derived datatype once too often.
 int MPI_Isendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest, int stag, void* rbuf,
                   int rcount, MPI_Datatype rtype, int src, int rtag, MPI_Comm comm,
                   MPI_Request* r) {
-  if (!loom::runtime())
+  if (!loom::runtime() || !loom_sendrecv(sbuf, scount, stype, dest, rbuf, rcount, rtype, src))
     return LOOM_NEXT(MPI_Isendrecv)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag,
                                     comm, r);
-  Probed kept;
-  if (src != MPI_PROC_NULL && take_probed(comm, src, rtag, &kept)) {
-    // The receive is met already; the send goes now, and the request the
-    // caller gets is complete, with the receive's status.
-    if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
-    MPI_Status st;
-    int rc = deliver(kept, rbuf, rcount, rtype, comm, st);
-    if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Isendrecv of a probed message");
-    if ((rc = MPI_Send(sbuf, scount, stype, dest, stag, comm)) != MPI_SUCCESS) return rc;
-    return completed_request(st, r);
-  }
-  const bool sdev = dest != MPI_PROC_NULL && scount > 0 && is_device(sbuf, scount, stype);
-  const bool rdev = src != MPI_PROC_NULL && rcount > 0 && is_device(rbuf, rcount, rtype);
-  if (!sdev && !rdev) {
-    int rc = LOOM_NEXT(MPI_Isendrecv)(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src,
-                                      rtag, comm, r);
-    if (rc == MPI_SUCCESS && r && src != MPI_PROC_NULL && watching_host_recvs())
-      loom::runtime()->requests.add(*r, host_recv_op(rbuf, rcount, rtype, comm));
-    return rc;
-  }
   if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
-  // Each device side as packed bytes, or a span mirror for types Loom cannot read.
-  Packed sp, rp;
-  SpanMirror sm, rm;
-  const void* s_at = sbuf;
-  void* r_at = rbuf;
-  int s_n = scount, r_n = rcount;
-  MPI_Datatype s_t = stype, r_t = rtype;
-  int rc = MPI_SUCCESS;
-  if (sdev) {
-    if ((rc = packed(sbuf, scount, stype, comm, true, &sp)) != MPI_SUCCESS) return rc;
-    if (sp.none()) {
-      rc = mirror_span(const_cast<void*>(sbuf), scount, stype, comm, true, false, true, &sm);
-      if (rc != MPI_SUCCESS) return rc;
-      s_at = sm.host();
-    } else {
-      s_at = sp.staged.host;
-      s_n = sp.arg.count;
-      s_t = sp.arg.type;
-    }
-  }
-  if (rdev) {
-    if ((rc = packed(rbuf, rcount, rtype, comm, false, &rp)) != MPI_SUCCESS) return rc;
-    if (rp.none()) {
-      if ((rc = mirror_span(rbuf, rcount, rtype, comm, true, true, true, &rm)) != MPI_SUCCESS)
-        return rc;
-      r_at = rm.host();
-    } else {
-      r_at = rp.staged.host;
-      r_n = rp.arg.count;
-      r_t = rp.arg.type;
-    }
-  }
-  rc = LOOM_NEXT(MPI_Isendrecv)(s_at, s_n, s_t, dest, stag, r_at, r_n, r_t, src, rtag, comm, r);
-  sp.arg.release();  // MPI allows freeing a type while an operation uses it
-  rp.arg.release();
+  int rc = MPI_Irecv(rbuf, rcount, rtype, src, rtag, comm, r);  // Loom's
   if (rc != MPI_SUCCESS) return rc;
-  PendingOp op;
-  if (rdev) {
-    op = rp.none() ? span_recv_op(rm, comm) : packed_recv_op(rp, rbuf, rcount, rtype, comm);
-  } else if (src != MPI_PROC_NULL && watching_host_recvs()) {
-    op = host_recv_op(rbuf, rcount, rtype, comm);
-  } else {
-    op.kind = PendingOp::Kind::kSend;
+  if ((rc = send_copied(sbuf, scount, stype, dest, stag, comm)) != MPI_SUCCESS) {
+    MPI_Cancel(r);
+    MPI_Wait(r, MPI_STATUS_IGNORE);
   }
-  if (sdev) op.mirrors = sp.none() ? sm.set : hold(sp.staged);  // the send's staging lives as long
-  loom::runtime()->requests.add(*r, std::move(op));
   return rc;
 }
 #endif
@@ -260,39 +233,13 @@ int MPI_Isendrecv(const void* sbuf, int scount, MPI_Datatype stype, int dest, in
 #ifdef LOOM_MPI_HAS_MPI_Isendrecv_replace
 int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype t, int dest, int stag, int src,
                           int rtag, MPI_Comm comm, MPI_Request* r) {
-  if (!loom::runtime())
+  if (!loom::runtime() || !loom_sendrecv(buf, count, t, dest, buf, count, t, src))
     return LOOM_NEXT(MPI_Isendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, r);
-  Probed kept;
-  if (src != MPI_PROC_NULL && take_probed(comm, src, rtag, &kept)) {
-    if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
-    MPI_Status st;
-    int rc = sendrecv_replace_probed(kept, buf, count, t, dest, stag, comm, &st);
-    return rc == MPI_SUCCESS ? completed_request(st, r) : rc;
-  }
-  if (count <= 0 || !is_device(buf, count, t)) {
-    int rc = LOOM_NEXT(MPI_Isendrecv_replace)(buf, count, t, dest, stag, src, rtag, comm, r);
-    if (rc == MPI_SUCCESS && r && src != MPI_PROC_NULL && watching_host_recvs())
-      loom::runtime()->requests.add(*r, host_recv_op(buf, count, t, comm));
-    return rc;
-  }
   if (!r) return raise(comm, MPI_ERR_REQUEST, "null request");
-  // The packed bytes go out of the staging the reply then lands in.
-  Packed p;
-  int rc = packed(buf, count, t, comm, true, &p);
+  // The data goes out of a copy, so the receive may land in the buffer.
+  int rc = send_copied(buf, count, t, dest, stag, comm);
   if (rc != MPI_SUCCESS) return rc;
-  if (!p.none()) {
-    rc = LOOM_NEXT(MPI_Isendrecv_replace)(p.staged.host, p.arg.count, p.arg.type, dest, stag, src,
-                                          rtag, comm, r);
-    p.arg.release();
-    if (rc == MPI_SUCCESS)
-      loom::runtime()->requests.add(*r, packed_recv_op(p, buf, count, t, comm));
-    return rc;
-  }
-  SpanMirror m;
-  if ((rc = mirror_span(buf, count, t, comm, true, true, true, &m)) != MPI_SUCCESS) return rc;
-  rc = LOOM_NEXT(MPI_Isendrecv_replace)(m.host(), count, t, dest, stag, src, rtag, comm, r);
-  if (rc == MPI_SUCCESS && !m.empty()) loom::runtime()->requests.add(*r, span_recv_op(m, comm));
-  return rc;
+  return MPI_Irecv(buf, count, t, src, rtag, comm, r);
 }
 #endif
 
