@@ -273,6 +273,17 @@ int wait_enqueue(Engine& e, MPI_Request* request, MPI_Status* status) {
 using namespace loom;
 using namespace loom::stream;
 
+// With Loom off (LOOM_DISABLE=1) under an MPI that has the stream API
+// itself, every call goes to the MPI's own; elsewhere the calls need Loom.
+#ifndef LOOM_DECLARES_MPIX_STREAM
+#define LOOM_STREAM_PASS(fn, ...) \
+  if (!runtime()) return LOOM_NEXT(fn)(__VA_ARGS__)
+#else
+#define LOOM_STREAM_PASS(fn, ...) \
+  do {                            \
+  } while (0)
+#endif
+
 extern "C" {
 
 // Defined for every MPI: the value is not message data, so it must not
@@ -296,6 +307,7 @@ int MPIX_Info_set_hex(MPI_Info info, const char* key, const void* value, int val
 }
 
 int MPIX_Stream_create(MPI_Info info, MPIX_Stream* stream) {
+  LOOM_STREAM_PASS(MPIX_Stream_create, info, stream);
   Runtime* rt = runtime();
   if (!rt || !rt->streams)
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "Loom is not active: no stream engine");
@@ -333,6 +345,7 @@ int MPIX_Stream_create(MPI_Info info, MPIX_Stream* stream) {
 }
 
 int MPIX_Stream_free(MPIX_Stream* stream) {
+  LOOM_STREAM_PASS(MPIX_Stream_free, stream);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "Loom is not active");
   if (!stream) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "null stream pointer");
@@ -351,6 +364,7 @@ int MPIX_Stream_free(MPIX_Stream* stream) {
 }
 
 int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm) {
+  LOOM_STREAM_PASS(MPIX_Stream_comm_create, comm, stream, newcomm);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   if (!newcomm) return mpi::raise(comm, MPI_ERR_ARG, "null communicator pointer");
@@ -369,6 +383,7 @@ int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm
 
 int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream array_of_streams[],
                                       MPI_Comm* newcomm) {
+  LOOM_STREAM_PASS(MPIX_Stream_comm_create_multiplex, comm, count, array_of_streams, newcomm);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   if (!newcomm || count < 0 || (count > 0 && !array_of_streams))
@@ -410,6 +425,7 @@ int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream arra
 }
 
 int MPIX_Comm_get_stream(MPI_Comm comm, int idx, MPIX_Stream* stream) {
+  LOOM_STREAM_PASS(MPIX_Comm_get_stream, comm, idx, stream);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   if (!stream) return mpi::raise(comm, MPI_ERR_ARG, "null stream pointer");
@@ -425,6 +441,8 @@ int MPIX_Comm_get_stream(MPI_Comm comm, int idx, MPIX_Stream* stream) {
 
 int MPIX_Stream_send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                      MPI_Comm comm, int source_stream_index, int dest_stream_index) {
+  LOOM_STREAM_PASS(MPIX_Stream_send, buf, count, datatype, dest, tag, comm, source_stream_index,
+                   dest_stream_index);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   Binding* b = binding_of(*rt->streams, comm);
@@ -440,6 +458,8 @@ int MPIX_Stream_send(const void* buf, int count, MPI_Datatype datatype, int dest
 int MPIX_Stream_recv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
                      MPI_Comm comm, int source_stream_index, int dest_stream_index,
                      MPI_Status* status) {
+  LOOM_STREAM_PASS(MPIX_Stream_recv, buf, count, datatype, source, tag, comm, source_stream_index,
+                   dest_stream_index, status);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   Binding* b = binding_of(*rt->streams, comm);
@@ -458,6 +478,8 @@ int MPIX_Stream_recv(void* buf, int count, MPI_Datatype datatype, int source, in
 int MPIX_Stream_isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                       MPI_Comm comm, int source_stream_index, int dest_stream_index,
                       MPI_Request* request) {
+  LOOM_STREAM_PASS(MPIX_Stream_isend, buf, count, datatype, dest, tag, comm, source_stream_index,
+                   dest_stream_index, request);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   Binding* b = binding_of(*rt->streams, comm);
@@ -474,6 +496,8 @@ int MPIX_Stream_isend(const void* buf, int count, MPI_Datatype datatype, int des
 int MPIX_Stream_irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag,
                       MPI_Comm comm, int source_stream_index, int dest_stream_index,
                       MPI_Request* request) {
+  LOOM_STREAM_PASS(MPIX_Stream_irecv, buf, count, datatype, source, tag, comm, source_stream_index,
+                   dest_stream_index, request);
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return mpi::raise(comm, MPI_ERR_OTHER, "Loom is not active");
   Binding* b = binding_of(*rt->streams, comm);
@@ -490,17 +514,20 @@ int MPIX_Stream_irecv(void* buf, int count, MPI_Datatype datatype, int source, i
 
 int MPIX_Send_enqueue(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                       MPI_Comm comm) {
+  LOOM_STREAM_PASS(MPIX_Send_enqueue, buf, count, datatype, dest, tag, comm);
   return enqueue_p2p(true, buf, nullptr, count, datatype, dest, tag, comm, MPI_STATUS_IGNORE,
                      nullptr);
 }
 
 int MPIX_Recv_enqueue(void* buf, int count, MPI_Datatype datatype, int source, int tag,
                       MPI_Comm comm, MPI_Status* status) {
+  LOOM_STREAM_PASS(MPIX_Recv_enqueue, buf, count, datatype, source, tag, comm, status);
   return enqueue_p2p(false, nullptr, buf, count, datatype, source, tag, comm, status, nullptr);
 }
 
 int MPIX_Isend_enqueue(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                        MPI_Comm comm, MPI_Request* request) {
+  LOOM_STREAM_PASS(MPIX_Isend_enqueue, buf, count, datatype, dest, tag, comm, request);
   if (!request) return mpi::raise(comm, MPI_ERR_REQUEST, "null request pointer");
   return enqueue_p2p(true, buf, nullptr, count, datatype, dest, tag, comm, MPI_STATUS_IGNORE,
                      request);
@@ -508,12 +535,14 @@ int MPIX_Isend_enqueue(const void* buf, int count, MPI_Datatype datatype, int de
 
 int MPIX_Irecv_enqueue(void* buf, int count, MPI_Datatype datatype, int source, int tag,
                        MPI_Comm comm, MPI_Request* request) {
+  LOOM_STREAM_PASS(MPIX_Irecv_enqueue, buf, count, datatype, source, tag, comm, request);
   if (!request) return mpi::raise(comm, MPI_ERR_REQUEST, "null request pointer");
   return enqueue_p2p(false, nullptr, buf, count, datatype, source, tag, comm, MPI_STATUS_IGNORE,
                      request);
 }
 
 int MPIX_Wait_enqueue(MPI_Request* request, MPI_Status* status) {
+  LOOM_STREAM_PASS(MPIX_Wait_enqueue, request, status);
   int rc = MPI_SUCCESS;
   Engine* e = engine(MPI_COMM_WORLD, &rc);
   if (!e) return rc;
@@ -522,6 +551,7 @@ int MPIX_Wait_enqueue(MPI_Request* request, MPI_Status* status) {
 
 int MPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[],
                          MPI_Status* array_of_statuses) {
+  LOOM_STREAM_PASS(MPIX_Waitall_enqueue, count, array_of_requests, array_of_statuses);
   int rc = MPI_SUCCESS;
   Engine* e = engine(MPI_COMM_WORLD, &rc);
   if (!e) return rc;
@@ -537,6 +567,7 @@ int MPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[],
 
 int MPIX_Allreduce_enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
                            MPI_Op op, MPI_Comm comm) {
+  LOOM_STREAM_PASS(MPIX_Allreduce_enqueue, sendbuf, recvbuf, count, datatype, op, comm);
   int rc = MPI_SUCCESS;
   Engine* e = engine(comm, &rc);
   if (!e) return rc;
