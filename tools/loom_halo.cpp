@@ -271,7 +271,7 @@ class Halo {
     std::fflush(stdout);
   }
 
-  // One mode: fill, warm up, time, verify. Returns whether it verified.
+  // One mode: fill, warm up, time, verify; sets the row's time and verdict.
   void run(Row& row, const std::function<void()>& step) {
     dev_.fill(grid_, g_, place_);
     for (int i = 0; i < o_.warmup; ++i) step();
@@ -292,7 +292,7 @@ class Halo {
 
   void p2p(double* base) {
     reqs_.clear();
-    reqs_.reserve(4 * kDirections * g_.q);
+    reqs_.reserve(2 * kDirections * g_.q);
     for (int qi = 0; qi < g_.q; ++qi)
       for (int k = 0; k < kDirections; ++k) {
         reqs_.emplace_back();
