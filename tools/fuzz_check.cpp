@@ -24,7 +24,9 @@ struct Span {
 };
 
 Span span_of(MPI_Datatype t, int count) {
-  MPI_Count tlb, text, lb, ext;
+  MPI_Count size, tlb, text, lb, ext;
+  MPI_Type_size_x(t, &size);
+  if (size == 0) return {0, 0};  // MPIs give empty types sentinel bounds
   MPI_Type_get_true_extent_x(t, &tlb, &text);
   MPI_Type_get_extent_x(t, &lb, &ext);
   const int64_t shift = static_cast<int64_t>(std::max(count, 1) - 1) * ext;

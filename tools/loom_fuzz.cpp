@@ -393,9 +393,10 @@ int main(int argc, char** argv) {
   opt.inject = a.inject;
   opt.gpu = a.gpu;
   if (a.gpu && !loom::fuzz::gpu_usable()) {
-    if (rank == 0) std::fprintf(stderr, "loom-fuzz: --gpu: no usable GPU in this build\n");
+    if (rank == 0)
+      std::printf("loom-fuzz: --gpu: no usable GPU in this build or machine: skipped\n");
     MPI_Finalize();
-    return 2;
+    return 77;
   }
   if (!a.replay.empty()) {
     int rc = rank == 0 ? replay(a, opt) : 0;

@@ -10,6 +10,8 @@
 // does not finish within --stall seconds is reported as a deadlock.
 //
 //   mpirun -np 4 loom_soak [--seconds S] [--threads T] [--window W] [--seed N]
+//   --device: buffers in GPU memory (the GPU machine); --corrupt data|order:
+//   the checks' self-test (a byte flipped, two arrivals swapped, once).
 //
 // Each thread has its own communicator (a dup of MPI_COMM_WORLD), so the
 // order of its sends and receives is its program order. A round: every rank
@@ -17,7 +19,8 @@
 // receives (exact ones first, then one kind of wildcard, so any matching
 // the MPI makes completes), sends its messages, completes everything, checks,
 // and agrees with its peers (an allreduce on its communicator) whether to go on.
-// Run in the host-as-device mode with LOOM_METHOD=device at start-up.
+// Run in the host-as-device mode (or --device) with LOOM_METHOD=device at
+// start-up, so that every method can be switched to.
 #include <mpi.h>
 
 #include <algorithm>
@@ -34,6 +37,10 @@
 #include "loom/loom.h"
 #include "mpi/runtime.hpp"
 
+#if LOOM_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -43,7 +50,9 @@ struct Opts {
   int threads = 8;
   int window = 160;  // messages each thread of each rank sends per round
   uint64_t seed = 20261123;
-  double stall = 120;  // seconds without a round finished: a deadlock
+  double stall = 120;   // seconds without a round finished: a deadlock
+  bool device = false;  // buffers in GPU memory (CUDA builds), not the host test mode
+  std::string corrupt;  // self-test: "data" or "order" is spoilt once and must be reported
 };
 
 int g_rank = 0, g_size = 1;
@@ -150,10 +159,62 @@ Round schedule(const Opts& o, int thread, int64_t round, std::vector<int>& seq) 
   return r;
 }
 
+// Where the buffers the MPI calls get live: the host vectors themselves, or
+// (--device) copies in one device arena a thread, grown as needed.
+class Arena {
+ public:
+  explicit Arena(bool device) : device_(device) {}
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+  ~Arena() {
+#if LOOM_HAVE_CUDA
+    if (base_) cudaFree(base_);
+#endif
+  }
+  // Room for a round's buffers (ints).
+  void reset(size_t ints) {
+    used_ = 0;
+    if (!device_ || ints <= cap_) return;
+#if LOOM_HAVE_CUDA
+    if (base_) cudaFree(base_);
+    base_ = nullptr;
+    if (cudaMalloc(&base_, ints * sizeof(int)) != cudaSuccess) fail("cudaMalloc");
+    cap_ = ints;
+#endif
+  }
+  // The pointer the MPI gets for h (device mode: a copy of h).
+  int* place(std::vector<int>& h) {
+    if (!device_) return h.data();
+    int* p = base_ + used_;
+    used_ += h.size();
+#if LOOM_HAVE_CUDA
+    if (cudaMemcpy(p, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice) != cudaSuccess)
+      fail("cudaMemcpy");
+#endif
+    return p;
+  }
+  // Back into h what the MPI left at p.
+  void fetch(const int* p, std::vector<int>& h) {
+    if (!device_) return;
+#if LOOM_HAVE_CUDA
+    if (cudaMemcpy(h.data(), p, h.size() * sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess)
+      fail("cudaMemcpy");
+#else
+    (void)p, (void)h;
+#endif
+  }
+
+ private:
+  bool device_;
+  int* base_ = nullptr;
+  size_t cap_ = 0, used_ = 0;
+};
+
 struct Recv {
   int src, tag;  // the spec (MPI_ANY_SOURCE / MPI_ANY_TAG)
   int rtype, cap;
   std::vector<int> buf;
+  int* ptr = nullptr;  // what the MPI got: buf, or its device copy
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Status st{};
   const Msg* got = nullptr;
@@ -169,6 +230,10 @@ struct Stats {
 };
 
 std::atomic<int64_t> g_progress_ms[64];
+// Where each thread is, for the deadlock report: its round and phase.
+std::atomic<int64_t> g_round[64];
+std::atomic<int> g_phase[64];
+const char* kPhase[] = {"posting receives", "sending", "completing", "checking", "agreeing"};
 std::atomic<bool> g_done{false};
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
@@ -220,7 +285,8 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
   }
 }
 
-void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t round) {
+void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t round,
+                 bool spoil_order) {
   const std::string where = "thread " + std::to_string(thread) + " round " + std::to_string(round) +
                             " (" + style_name(r.style) + "): ";
   std::vector<const Msg*> mine;
@@ -271,6 +337,15 @@ void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t r
     if (!taken[i])
       fail(where + "message from " + std::to_string(mine[i]->src) + " seq " +
            std::to_string(mine[i]->seq) + " never arrived");
+  if (spoil_order)  // self-test: two receives' messages swapped must be reported
+    for (size_t i = 0; i < recvs.size(); ++i)
+      for (size_t j = i + 1; j < recvs.size(); ++j) {
+        const Msg *a = recvs[i].got, *b = recvs[j].got;
+        if (a->src == b->src && a->n && b->n && matches(recvs[i], *b) && matches(recvs[j], *a)) {
+          std::swap(recvs[i].got, recvs[j].got);
+          i = j = recvs.size();
+        }
+      }
   // Non-overtaking: receive i was posted before j; if i also matches what j
   // got from the same sender, j's message must be the later one.
   for (size_t i = 0; i < recvs.size(); ++i)
@@ -285,6 +360,7 @@ void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t r
 }
 
 void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
+  Arena arena(o.device);
   std::vector<int> seq(static_cast<size_t>(g_size) * g_size, 0);
   std::mt19937_64 rng(o.seed ^ (static_cast<uint64_t>(g_rank) << 32) ^
                       static_cast<uint64_t>(thread));
@@ -294,6 +370,8 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
   static const char* methods[] = {"device", "oneshot", "staged", "auto"};
   for (int64_t round = 0;; ++round) {
     g_progress_ms[thread] = now_ms();
+    g_round[thread] = round;
+    g_phase[thread] = 0;
     if (pick(0, 3) == 0 && loom_set_method(methods[pick(0, 3)]) == MPI_SUCCESS) ++s.switches;
     const Round r = schedule(o, thread, round, seq);
     ++s.style[r.style];
@@ -312,16 +390,24 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
     std::stable_partition(recvs.begin(), recvs.end(), [](const Recv& v) {
       return v.src != MPI_ANY_SOURCE && v.tag != MPI_ANY_TAG;
     });
+    size_t ints = 0;
     for (Recv& v : recvs) {
       v.cap = 0;  // the biggest message it may take
       for (const Msg& m : r.msgs)
         if (m.dst == g_rank && matches(v, m)) v.cap = std::max(v.cap, m.n);
       v.buf.assign(static_cast<size_t>(v.cap) * kElem[v.rtype].extent + 4, kSentinel);
+      ints += v.buf.size();
+    }
+    for (const Msg& m : r.msgs)
+      if (m.src == g_rank) ints += static_cast<size_t>(m.n) * kElem[m.stype].extent + 1;
+    arena.reset(ints);
+    for (Recv& v : recvs) {
       s.wild += v.src == MPI_ANY_SOURCE || v.tag == MPI_ANY_TAG;
-      if (MPI_Irecv(v.buf.data(), v.cap, g_types[v.rtype], v.src, v.tag, comm, &v.req) !=
-          MPI_SUCCESS)
+      v.ptr = arena.place(v.buf);
+      if (MPI_Irecv(v.ptr, v.cap, g_types[v.rtype], v.src, v.tag, comm, &v.req) != MPI_SUCCESS)
         fail("MPI_Irecv failed");
     }
+    g_phase[thread] = 1;
     // Sends, in schedule order; a few requests are freed instead of completed.
     std::vector<std::vector<int>> sbufs;
     std::vector<MPI_Request> sreqs;
@@ -334,7 +420,7 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
           b[static_cast<size_t>(el) * e.extent + e.off[k]] =
               value(m.src, m.seq, m.tag, m.n, el * 4 + k);
       MPI_Request q;
-      if (MPI_Isend(b.data(), m.n, g_types[m.stype], m.dst, m.tag, comm, &q) != MPI_SUCCESS)
+      if (MPI_Isend(arena.place(b), m.n, g_types[m.stype], m.dst, m.tag, comm, &q) != MPI_SUCCESS)
         fail("MPI_Isend failed");
       if (pick(0, 49) == 0)
         MPI_Request_free(&q);  // completes on its own; the buffer lives to the round's end
@@ -345,6 +431,7 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
       s.bytes += static_cast<int64_t>(m.n) * 16;
       s.empty += m.n == 0;
     }
+    g_phase[thread] = 2;
     // Everything completes, receives and sends in one array or apart.
     const int how = pick(0, 3);
     if (pick(0, 1)) {
@@ -362,10 +449,22 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
       for (size_t i = 0; i < recvs.size(); ++i) recvs[i].st = sts[i];
       complete(sreqs, ssts, (how + 1) % 4);
     }
-    check_round(r, recvs, thread, round);
+    g_phase[thread] = 3;
+    for (Recv& v : recvs) arena.fetch(v.ptr, v.buf);
+    const bool spoil = g_rank == 0 && thread == 0 && round >= 1;
+    if (spoil && o.corrupt == "data")
+      for (Recv& v : recvs) {
+        int n = 0;
+        MPI_Get_count(&v.st, g_types[v.rtype], &n);
+        if (n < 2) continue;
+        v.buf[static_cast<size_t>(n - 1) * kElem[v.rtype].extent + kElem[v.rtype].off[3]] ^= 0x100;
+        break;
+      }
+    check_round(r, recvs, thread, round, spoil && o.corrupt == "order");
     ++s.rounds;
     // Everyone's receives are done before anyone sends the next round
     // (wildcards would take the next round's messages); rank 0's clock decides.
+    g_phase[thread] = 4;
     int stop = Clock::now() >= end ? 1 : 0, any = 0;
     MPI_Allreduce(&stop, &any, 1, MPI_INT, MPI_MAX, comm);
     if (any) break;
@@ -376,6 +475,10 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
 bool parse(int argc, char** argv, Opts* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--device") {
+      o->device = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     if (k == "--seconds")
@@ -390,6 +493,8 @@ bool parse(int argc, char** argv, Opts* o) {
       o->seed = std::strtoull(v, nullptr, 10);
     else if (k == "--stall")
       o->stall = std::atof(v);
+    else if (k == "--corrupt")
+      o->corrupt = v;
     else
       return false;
   }
@@ -403,7 +508,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     std::fprintf(stderr,
                  "usage: mpirun -np 4 loom_soak [--seconds S | --minutes M] [--threads T] "
-                 "[--window W] [--seed N] [--stall S]\n");
+                 "[--window W] [--seed N] [--stall S] [--device] [--corrupt data|order]\n");
     return 2;
   }
   int provided = 0;
@@ -417,7 +522,20 @@ int main(int argc, char** argv) {
   }
   loom::Runtime* rt = loom::runtime();
   if (!rt) fail("Loom is not active");
-  if (!rt->host_as_device()) fail("run in the host-as-device mode (LOOM_TEST_HOST_AS_DEVICE=1)");
+  if (o.device) {
+    int gpus = 0;
+#if LOOM_HAVE_CUDA
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+#endif
+    if (gpus == 0) {
+      if (g_rank == 0)
+        std::printf("loom_soak --device: no GPU in this build or machine: skipped\n");
+      MPI_Finalize();
+      return 77;
+    }
+  } else if (!rt->host_as_device()) {
+    fail("run in the host-as-device mode (LOOM_TEST_HOST_AS_DEVICE=1), or with --device");
+  }
   make_types();
   std::vector<MPI_Comm> comms(o.threads);
   for (MPI_Comm& c : comms) MPI_Comm_dup(MPI_COMM_WORLD, &c);
@@ -435,9 +553,16 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       for (int t = 0; t < o.threads; ++t) {
         const int64_t p = g_progress_ms[t];
-        if (p >= 0 && now_ms() - p > o.stall * 1000)
+        if (p >= 0 && now_ms() - p > o.stall * 1000) {
+          std::string where;
+          for (int u = 0; u < o.threads; ++u)
+            where += "; thread " + std::to_string(u) +
+                     (g_progress_ms[u] < 0 ? std::string(" done")
+                                           : " round " + std::to_string(g_round[u].load()) + " " +
+                                                 kPhase[g_phase[u].load()]);
           fail("deadlock: thread " + std::to_string(t) + " finished no round in " +
-               std::to_string(o.stall) + " s");
+               std::to_string(static_cast<int>(o.stall)) + " s" + where);
+        }
       }
     }
   });
