@@ -52,6 +52,18 @@ ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-ci-asan --output-on-failure -
 # Open MPI's own start-up allocations are never freed: leaks are not ours to find there.
 ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-ci-asan --output-on-failure -L mpi || failed=1
 
+# ThreadSanitizer on the soak (4 ranks x 8 threads), with LOOM_CI_TSAN=1: its
+# build takes about 5 minutes of the 2 cores, so it stays out of the default
+# run. The uninstrumented MPI's own reports are suppressed (scripts/tsan.supp).
+if [ "${LOOM_CI_TSAN:-0}" = 1 ]; then
+  step "ThreadSanitizer build (soak)"
+  cmake -S . -B build-ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=openmpi \
+    -DLOOM_CUDA=OFF -DLOOM_TSAN=ON -DLOOM_WERROR=ON >/dev/null
+  cmake --build build-ci-tsan -j "$jobs" --target loom_soak
+  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp history_size=7" \
+    ctest --test-dir build-ci-tsan --output-on-failure -R '^mpi[.]soak$' || failed=1
+fi
+
 echo
 if [ "$failed" -ne 0 ]; then echo "loom: TESTS FAILED"; exit 1; fi
 echo "loom: all test steps passed"
