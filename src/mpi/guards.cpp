@@ -75,9 +75,20 @@ int start_one(MPI_Request* r) {
   Probed kept;
   const bool loom_request = rt && r && (rt->rv || rt->requests.has_persistent_colls()) &&
                             rt->requests.persistent_template(*r, &tmpl);
-  const bool device_recv = loom_request && tmpl.kind == PendingOp::Kind::kColl && tmpl.user;
-  if (loom_request && (!device_recv || !rt->rv) && tmpl.kind == PendingOp::Kind::kColl) {
-    // Inputs down (a device receive's whole span), then start.
+  const bool mirrored = loom_request && tmpl.kind == PendingOp::Kind::kColl;
+  const bool device_recv = mirrored && tmpl.user;  // collectives' templates have none
+  if (loom_request && rt->rv && (!mirrored || device_recv) &&
+      take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
+    PendingOp done;
+    done.kind = PendingOp::Kind::kDone;
+    deliver(kept, tmpl.user, tmpl.count, tmpl.mpi_type, tmpl.comm,
+            done.done);  // errors at completion
+    rt->requests.add(*r, std::move(done));
+    return MPI_SUCCESS;
+  }
+  if (mirrored) {
+    // Inputs down (a device receive's whole span, for the bytes the MPI
+    // leaves alone), then start.
     if (Status s = tmpl.mirrors->down(!device_recv); !s) return raise(MPI_COMM_WORLD, s);
     int rc = LOOM_NEXT(MPI_Start)(r);
     if (rc != MPI_SUCCESS) return rc;
@@ -87,22 +98,6 @@ int start_one(MPI_Request* r) {
     } else {
       rt->requests.started(*r);
     }
-    return rc;
-  }
-  if (loom_request && rt->rv && take_probed(tmpl.comm, tmpl.source, tmpl.tag, &kept)) {
-    PendingOp done;
-    done.kind = PendingOp::Kind::kDone;
-    deliver(kept, tmpl.user, tmpl.count, tmpl.mpi_type, tmpl.comm,
-            done.done);  // errors at completion
-    rt->requests.add(*r, std::move(done));
-    return MPI_SUCCESS;
-  }
-  if (device_recv) {  // the device method is on and no kept message matched
-    if (Status s = tmpl.mirrors->down(); !s) return raise(tmpl.comm, s);
-    int rc = LOOM_NEXT(MPI_Start)(r);
-    if (rc != MPI_SUCCESS) return rc;
-    tmpl.kind = PendingOp::Kind::kSpanRecv;
-    rt->requests.add(*r, std::move(tmpl));
     return rc;
   }
   int rc = LOOM_NEXT(MPI_Start)(r);
