@@ -61,6 +61,7 @@ class Taken {
   }
   // Drops op i (its request failed: nothing to unpack).
   void drop(int i) { have_[i] = false; }
+  PendingOp* op(int i) { return have_[i] ? &ops_[i] : nullptr; }
   // The ops the MPI would skip: persistent receives met at MPI_Start, whose
   // requests it never started (an inactive request is no completion to it).
   std::vector<int> done() const {
@@ -92,6 +93,12 @@ MPI_Status* statuses_or_local(MPI_Status* statuses, int n, std::vector<MPI_Statu
 // After a multiple-completion call: finishes the ops of the requests listed
 // in `which` (null: all n), whose statuses are st[k].
 int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc) {
+  std::vector<Landed> landed;  // device-method pulls first, with one wait for all
+  for (int k = 0; k < n; ++k)
+    if (PendingOp* op = taken.op(which ? which[k] : k);
+        op && !(rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR != MPI_SUCCESS))
+      landed.push_back({op, &st[k]});
+  pull_together(landed);
   for (int k = 0; k < n; ++k) {
     const int i = which ? which[k] : k;
     if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR != MPI_SUCCESS) {

@@ -44,6 +44,11 @@ int stage_send(const void* buf, MPI_Comm comm, DevicePlan& p, transport::Staged&
   return MPI_SUCCESS;
 }
 
+// Receives from this size take reserved, untouched staging while the
+// device method is on (transport::lazy_stage): peers of the node send such
+// messages as a header, and only peers elsewhere fill the staging.
+constexpr int64_t kLazyStageMin = int64_t{1} << 20;
+
 // Staging for a receive; for spans, with the span's current bytes, so the
 // gaps the MPI leaves alone go back up unchanged.
 int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p,
@@ -54,7 +59,10 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
     rc = stage_send(buf, comm, p, op.staged);
     if (rc != MPI_SUCCESS) return rc;
   } else {  // just room: the receive overwrites it (packing the buffer first cost a copy)
-    auto s = p.mover->stage(static_cast<size_t>(p.msg.bytes));
+    Runtime* rt = runtime();
+    const bool lazy = rt->rv && rt->rv->lends() && p.msg.bytes >= kLazyStageMin;
+    auto s = lazy ? transport::lazy_stage(static_cast<size_t>(p.msg.bytes))
+                  : p.mover->stage(static_cast<size_t>(p.msg.bytes));
     if (!s) return raise(comm, s.status());
     op.staged = std::move(s.value());
   }

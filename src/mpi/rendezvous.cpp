@@ -413,15 +413,14 @@ size_t Rendezvous::bytes_lent() const {
   return mem_ ? mem_->bytes_in_use() : 0;
 }
 
-namespace {
-
-// Sets st as the MPI would for a message of h.bytes into `capacity` bytes.
 int settle(const Header& h, uint64_t capacity, MPI_Status& st) {
   const uint64_t got = std::min<uint64_t>(h.bytes, capacity);
   MPI_Status_set_elements_x(&st, MPI_BYTE, static_cast<MPI_Count>(got));
   st.MPI_ERROR = h.bytes > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
   return st.MPI_ERROR;
 }
+
+namespace {
 
 int fail(Rendezvous& rv, const Header& h, const Status& s, MPI_Status& st) {
   LOOM_LOG(kError, kTransport, "device-method receive failed: %s", s.message().c_str());

@@ -161,6 +161,8 @@ class Rendezvous {
 // truncation) are set as if the MPI had carried the message itself.
 // Return: MPI_SUCCESS, MPI_ERR_TRUNCATE, or another error code.
 
+// Sets st as the MPI would for the message of h into `capacity` bytes.
+int settle(const Header& h, uint64_t capacity, MPI_Status& st);
 // A device message Loom reads: unpacked on the GPU straight from the segment.
 int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
                      const transport::Message& m, void* user, MPI_Status& st);

@@ -1,5 +1,7 @@
 #include "mpi/requests.hpp"
 
+#include <algorithm>
+
 #include "mpi/coll_call.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
@@ -61,24 +63,77 @@ bool RequestTable::take(MPI_Request r, PendingOp* out) {
   return true;
 }
 
-void finish_early(MPI_Request r, PendingOp& op) {
-  using K = PendingOp::Kind;
-  if (op.finished || (op.kind != K::kRecv && op.kind != K::kSpanRecv && op.kind != K::kHostRecv))
-    return;
-  int flag = 0;
-  MPI_Status st;
-  st.MPI_ERROR = MPI_SUCCESS;
-  if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) return;
-  if (st.MPI_ERROR != MPI_SUCCESS) return;  // a failed receive: its completion call reports it
-  op.finished_rc = finish(op, st);
-  op.finished_st = st;
-  op.finished = true;
+void pull_together(const std::vector<Landed>& landed) {
+  Runtime* rt = runtime();
+  Rendezvous* rv = rt ? rt->rv.get() : nullptr;
+  if (!rv || landed.size() < 2) return;
+  struct Pull {
+    Landed at;
+    Header h;
+  };
+  std::vector<Pull> pulls;
+  std::vector<transport::Mover*> movers;
+  for (const Landed& l : landed) {
+    PendingOp& op = *l.op;
+    if (op.finished || op.kind != PendingOp::Kind::kRecv || !op.mover) continue;
+    MPI_Count received = 0;
+    MPI_Get_elements_x(l.st, MPI_BYTE, &received);
+    Header h;
+    int64_t base = 0;
+    if (received != kHeaderBytes || !rv->is_header(op.staged.host, kHeaderBytes, &h) ||
+        h.kind == kChunks || !transport::contiguous_at(op.msg, &base))
+      continue;
+    auto src = rv->open(h);
+    if (!src) continue;  // finish() opens it again and reports the failure
+    const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
+    if (!op.mover->copy_async(static_cast<char*>(op.user) + base, src.value(), got).is_ok())
+      continue;
+    pulls.push_back({l, h});
+    if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
+      movers.push_back(op.mover);
+  }
+  Status s;
+  for (transport::Mover* m : movers)
+    if (Status w = m->wait_copies(); !w.is_ok()) s = w;
+  if (!s.is_ok())
+    LOOM_LOG(kError, kTransport, "device-method receives failed: %s", s.message().c_str());
+  for (Pull& p : pulls) {
+    rv->ack(p.h);  // the senders' memory is free either way
+    PendingOp& op = *p.at.op;
+    op.finished_rc =
+        s.is_ok() ? settle(p.h, static_cast<uint64_t>(op.msg.bytes), *p.at.st) : MPI_ERR_OTHER;
+    op.finished_st = *p.at.st;
+    op.finished_st.MPI_ERROR = op.finished_rc;
+    op.finished = true;
+  }
 }
 
 void RequestTable::finish_landed() {
   if (empty()) return;
+  using K = PendingOp::Kind;
   std::lock_guard<std::mutex> lk(mu_);  // held across: no completion call takes these meanwhile
-  for (auto& [r, op] : ops_) finish_early(r, op);
+  std::vector<MPI_Status> sts;
+  std::vector<PendingOp*> ops;
+  for (auto& [r, op] : ops_) {
+    if (op.finished || (op.kind != K::kRecv && op.kind != K::kSpanRecv && op.kind != K::kHostRecv))
+      continue;
+    int flag = 0;
+    MPI_Status st;
+    st.MPI_ERROR = MPI_SUCCESS;
+    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
+    if (st.MPI_ERROR != MPI_SUCCESS) continue;  // a failed receive: its completion call reports it
+    sts.push_back(st);
+    ops.push_back(&op);
+  }
+  std::vector<Landed> landed;
+  for (size_t i = 0; i < ops.size(); ++i) landed.push_back({ops[i], &sts[i]});
+  pull_together(landed);
+  for (Landed& l : landed) {
+    if (l.op->finished) continue;
+    l.op->finished_rc = finish(*l.op, *l.st);
+    l.op->finished_st = *l.st;
+    l.op->finished = true;
+  }
 }
 
 bool RequestTable::holds(MPI_Request r, PendingOp::Kind k) {

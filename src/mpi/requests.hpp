@@ -60,9 +60,14 @@ struct PendingOp {
   MPI_Status finished_st{};
 };
 
-// Finishes op now if r, its request, completed: the MPI's request stays
-// (MPI_Request_get_status), so the completion call later finds it done.
-void finish_early(MPI_Request r, PendingOp& op);
+// Receives whose requests completed with status *st, before finish(): the
+// contiguous device-method messages among them are pulled together (every
+// copy issued, one wait, then the acks) and marked finished.
+struct Landed {
+  PendingOp* op;
+  MPI_Status* st;
+};
+void pull_together(const std::vector<Landed>& landed);
 
 // The op that watches a receive into host memory (kHostRecv).
 PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);

@@ -246,6 +246,11 @@ class GpuMover final : public Mover {
     LOOM_TRY(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy"));
     return cuda_status(cudaStreamSynchronize(stream_), "copy");
   }
+  Status copy_async(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::ok();
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
+  }
+  Status wait_copies() override { return cuda_status(cudaStreamSynchronize(stream_), "copies"); }
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
 
  private:

@@ -1,5 +1,7 @@
 #include "transport/mover.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -45,6 +47,18 @@ std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t b
       runs.push_back({off, 1});
   }
   return runs;
+}
+
+Result<Staged> lazy_stage(size_t bytes) {
+  Staged s;
+  s.bytes = bytes;
+  if (bytes == 0) return s;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return Status(Err::kNoMemory, "reserving receive staging");
+  s.host = p;
+  s.hold = std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+  return s;
 }
 
 bool contiguous_at(const Message& m, int64_t* base) {

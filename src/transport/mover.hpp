@@ -86,6 +86,12 @@ class Mover {
   // A plain copy between any two buffers the mover's engine reaches (device
   // memory, a peer's segment, host memory); done when it returns.
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
+  // The same, issued now and done at the next wait_copies(): many pulls of
+  // contiguous messages cost one synchronisation. Defaults: copy now.
+  virtual Status copy_async(void* dst, const void* src, size_t bytes) {
+    return copy(dst, src, bytes);
+  }
+  virtual Status wait_copies() { return Status::ok(); }
   // Bytes of staging and scratch handed out and not yet returned.
   virtual size_t bytes_in_use() const = 0;
 };
@@ -107,6 +113,12 @@ struct Span {
   int64_t size() const { return hi - lo; }
 };
 Span message_span(const Message& m);
+
+// Receive staging of `bytes` that is reserved, not pinned or touched: its
+// pages appear only where bytes land. For large receives while the device
+// method is on, which mostly get a 128-byte header: pinning their full
+// size (and evicting pinned pools to do it) would cost more than the message.
+Result<Staged> lazy_stage(size_t bytes);
 
 // The message's packed bytes lie in order and unbroken in the user's
 // buffer, from user + *base: plain copies move them (and the zero-copy
