@@ -10,6 +10,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -682,6 +683,23 @@ TEST_F(BufferCalls, LargeCountForms) {
     EXPECT_EQ(d.read(), expect_from_peer(5, mine));
   }
 #endif
+  {  // Beyond INT_MAX: one element of a contiguous type (of a zero-size type here).
+    MPI_Datatype none;
+    MPI_Type_contiguous(0, MPI_INT, &none);
+    MPI_Type_commit(&none);
+    const MPI_Count huge = MPI_Count{INT_MAX} + 10;
+    Buffer b(MPI_INT, 4, 3);
+    Dev d(b);
+    MPI_Request r;
+    ASSERT_EQ(MPI_Irecv_c(d.origin(), huge, none, peer_, 13, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send_c(d.origin(), huge, none, peer_, 13, MPI_COMM_WORLD), MPI_SUCCESS);
+    MPI_Status st;
+    ASSERT_EQ(MPI_Wait(&r, &st), MPI_SUCCESS);
+    EXPECT_EQ(st.MPI_SOURCE, peer_);
+    EXPECT_EQ(st.MPI_TAG, 13);
+    EXPECT_EQ(d.read(), b.bytes);  // no data: nothing written
+    MPI_Type_free(&none);
+  }
   const std::vector<std::tuple<const char*, SendInit, bool>> persistent = {
       {"MPI_Send_init_c",
        [&](const void* b, int, MPI_Datatype d, int p, int tag, MPI_Comm c, MPI_Request* r) {
