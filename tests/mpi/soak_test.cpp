@@ -178,7 +178,9 @@ class Arena {
 #if LOOM_HAVE_CUDA
     if (base_) cudaFree(base_);
     base_ = nullptr;
-    if (cudaMalloc(&base_, ints * sizeof(int)) != cudaSuccess) fail("cudaMalloc");
+    void* p = nullptr;
+    if (cudaMalloc(&p, ints * sizeof(int)) != cudaSuccess) fail("cudaMalloc");
+    base_ = static_cast<int*>(p);
     cap_ = ints;
 #endif
   }
