@@ -79,7 +79,12 @@ class StreamGpu : public ::testing::Test {
     MPI_Comm_free(&comm_);
     EXPECT_EQ(MPIX_Stream_free(&stream_), MPI_SUCCESS);
     cudaFree(bad_);
+    if (spin_) cudaFree(spin_);
     cudaStreamDestroy(s_);
+  }
+  unsigned char* src_spin() {
+    if (!spin_) dmalloc(&spin_, 64);
+    return spin_;
   }
   int bad() {
     int v = -1;
@@ -91,6 +96,7 @@ class StreamGpu : public ::testing::Test {
   MPIX_Stream stream_ = MPIX_STREAM_NULL;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int* bad_ = nullptr;
+  unsigned char* spin_ = nullptr;
 };
 
 std::vector<std::pair<std::string, MPI_Datatype>> gpu_types() {
@@ -203,6 +209,49 @@ TEST_F(StreamGpu, PersistentRounds) {
     MPI_Type_free(&t);
   }
   ASSERT_EQ(MPIS_Queue_free(&q), MPI_SUCCESS);
+}
+
+// Host buffers on a CUDA stream: the MPI reads and writes them when the
+// stream gets there; host functions on the stream write before the send and
+// check after the receive.
+struct HostCheck {
+  std::vector<int>* buf;
+  int value;
+  int* bad;
+};
+void host_fill(void* p) {
+  auto* c = static_cast<HostCheck*>(p);
+  for (int& v : *c->buf) v = c->value;
+}
+void host_check(void* p) {
+  auto* c = static_cast<HostCheck*>(p);
+  for (int v : *c->buf)
+    if (v != c->value) ++*c->bad;
+}
+
+TEST_F(StreamGpu, HostBuffersInStreamOrder) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  std::vector<int> out(4096, -1), in(4096, -1);
+  int wrong = 0;
+  std::vector<HostCheck> fills, checks;
+  fills.reserve(10);
+  checks.reserve(10);
+  for (int k = 0; k < 10; ++k) {
+    fills.push_back({&out, 100 * me + k, &wrong});
+    checks.push_back({&in, 100 * peer + k, &wrong});
+  }
+  for (int k = 0; k < 10; ++k) {
+    launch_fill(src_spin(), 1, 0u, 100, s_);  // a kernel that is still running
+    ASSERT_EQ(loom_stream_launch_host(s_, host_fill, &fills[k]), MPI_SUCCESS);
+    MPI_Request r[2];
+    ASSERT_EQ(MPIX_Irecv_enqueue(in.data(), 4096, MPI_INT, peer, k, comm_, &r[0]), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Isend_enqueue(out.data(), 4096, MPI_INT, peer, k, comm_, &r[1]), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Waitall_enqueue(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    ASSERT_EQ(loom_stream_launch_host(s_, host_check, &checks[k]), MPI_SUCCESS);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+  EXPECT_EQ(wrong, 0);
 }
 
 // Allreduce of device data in stream order.
