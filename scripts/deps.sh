@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Loom needs to build and test, from Debian/Ubuntu packages.
+# Installs what Loom needs to build and test, from Debian/Ubuntu packages
+# (and, with LOOM_MPICH_WHEEL=1, PyPI's mpich wheel).
 # Installs nothing that is already there; needs root (or sudo) otherwise.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config clang-format libgtest-dev
@@ -17,9 +18,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# PyPI's mpich wheel (MPICH 5.0, not CUDA-built): its mpi.h declares MPICH's
-# MPIX stream API, which Loom then interposes. Unpacked into .whl/ (ignored
-# by git) for the build scripts/test.sh makes against it.
+# LOOM_MPICH_WHEEL=1 (scripts/test.sh): PyPI's mpich wheel too (MPICH 5.0,
+# not CUDA-built), whose mpi.h declares MPICH's MPIX stream API, which Loom
+# then interposes. Unpacked into .whl/ (ignored by git) for the build test.sh
+# makes against it.
+[ "${LOOM_MPICH_WHEEL:-0}" = 1 ] || exit 0
 cd "$(dirname "$0")/.."
 whl_dir=.whl/mpich-5.0.2
 if [ ! -x "$whl_dir/mpich-5.0.2.data/data/bin/mpicc" ]; then

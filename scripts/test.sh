@@ -4,7 +4,7 @@
 # the format check. Warnings are errors. GPU tests skip where no GPU exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+LOOM_MPICH_WHEEL=1 bash scripts/deps.sh
 jobs=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
