@@ -45,7 +45,7 @@ int stage_send(const void* buf, MPI_Comm comm, DevicePlan& p, transport::Staged&
 }
 
 // Receives from this size take reserved, untouched staging while the
-// device method is on (transport::lazy_stage): peers of the node send such
+// device method is on (transport::ReservedPool): peers of the node send such
 // messages as a header, and only peers elsewhere fill the staging.
 constexpr int64_t kLazyStageMin = int64_t{1} << 20;
 
@@ -61,7 +61,7 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   } else {  // just room: the receive overwrites it (packing the buffer first cost a copy)
     Runtime* rt = runtime();
     const bool lazy = rt->rv && rt->rv->lends() && p.msg.bytes >= kLazyStageMin;
-    auto s = lazy ? transport::lazy_stage(static_cast<size_t>(p.msg.bytes))
+    auto s = lazy ? rt->reserved.stage(static_cast<size_t>(p.msg.bytes))
                   : p.mover->stage(static_cast<size_t>(p.msg.bytes));
     if (!s) return raise(comm, s.status());
     op.staged = std::move(s.value());

@@ -27,6 +27,8 @@ class Runtime {
   ~Runtime();
 
   mpi::TypeRegistry types;
+  // Declared before the requests: staging held by requests goes back to it.
+  transport::ReservedPool reserved;
   mpi::RequestTable requests;
   // The device method's handshake; null when the job does not use it (set
   // at loom_init, before the runtime is published, and never changed).

@@ -49,16 +49,47 @@ std::vector<pack::Block> partial_runs(const Message& m, int64_t index, int64_t b
   return runs;
 }
 
-Result<Staged> lazy_stage(size_t bytes) {
+ReservedPool::~ReservedPool() {
+  for (auto& [cls, list] : free_)
+    for (void* p : list) munmap(p, cls);
+}
+
+Result<Staged> ReservedPool::stage(size_t bytes) {
   Staged s;
   s.bytes = bytes;
   if (bytes == 0) return s;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return Status(Err::kNoMemory, "reserving receive staging");
+  size_t cls = 4096;
+  while (cls < bytes) cls <<= 1;
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      cached_ -= cls;
+    }
+  }
+  if (!p) {
+    p = mmap(nullptr, cls, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+             0);
+    if (p == MAP_FAILED) return Status(Err::kNoMemory, "reserving receive staging");
+  }
   s.host = p;
-  s.hold = std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+  s.hold = std::shared_ptr<void>(p, [this, cls](void* q) { put_back(q, cls); });
   return s;
+}
+
+void ReservedPool::put_back(void* p, size_t cls) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (cached_ + cls <= kMaxCached) {
+      free_[cls].push_back(p);
+      cached_ += cls;
+      return;
+    }
+  }
+  munmap(p, cls);
 }
 
 bool contiguous_at(const Message& m, int64_t* base) {

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "pack/layout.hpp"
@@ -114,11 +116,23 @@ struct Span {
 };
 Span message_span(const Message& m);
 
-// Receive staging of `bytes` that is reserved, not pinned or touched: its
-// pages appear only where bytes land. For large receives while the device
-// method is on, which mostly get a 128-byte header: pinning their full
-// size (and evicting pinned pools to do it) would cost more than the message.
-Result<Staged> lazy_stage(size_t bytes);
+// Receive staging that is reserved, not pinned or touched: its pages appear
+// only where bytes land. For large receives while the device method is on,
+// which mostly get a 128-byte header: pinning their full size (and evicting
+// pinned pools to do it) would cost more than the message. Regions are
+// reused by size class (mapping and unmapping each costs microseconds).
+class ReservedPool {
+ public:
+  ~ReservedPool();
+  Result<Staged> stage(size_t bytes);
+
+ private:
+  void put_back(void* p, size_t cls);
+  static constexpr size_t kMaxCached = size_t{16} << 30;  // address space, mostly untouched
+  std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // by class
+  size_t cached_ = 0;
+};
 
 // The message's packed bytes lie in order and unbroken in the user's
 // buffer, from user + *base: plain copies move them (and the zero-copy
