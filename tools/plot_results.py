@@ -73,14 +73,21 @@ def plot_coll(plt, header, rows, title):
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
     for ax, op in zip(axes.flat, ops):
         sel = [r for r in rows if r["op"] == op]
+        lowest = []
         for m in methods:
             pts = [(number(r["bytes"]), number(r[m])) for r in sel]
             pts = [(b, t * 1e6) for b, t in pts if b and t is not None and t > 0]
             if pts:
                 style = dict(linestyle="--", color="gray") if m == "bound" else dict(marker="o", ms=3)
                 ax.plot(*zip(*pts), label=m, **style)
+                if m != "bound":
+                    lowest.append(min(t for _, t in pts))
         size_axis(ax)
         ax.set_yscale("log")
+        # The copy bound of small messages lies decades below any latency:
+        # cut it off rather than squash the measured curves.
+        if lowest:
+            ax.set_ylim(bottom=min(lowest) / 5)
         ax.set_ylabel("time (us)")
         ax.set_title(f"{op}, {sel[0]['ranks']} ranks")
     for ax in list(axes.flat)[len(ops):]:
