@@ -184,7 +184,10 @@ bool Engine::post(Op& op) {
     op.st.MPI_ERROR = rc;
     return false;
   }
-  if (op.release_on_post) op.ch->release(op.slot);
+  if (op.release_on_post) {
+    op.ch->release(op.slot);
+    op.released = true;
+  }
   return true;
 }
 
@@ -227,7 +230,8 @@ void Engine::finish(Op& op) {
     }
   }
   if (op.own_type) LOOM_NEXT(MPI_Type_free)(&op.type);
-  if (!op.release_on_post || !op.posted) op.ch->release(op.slot);
+  // Released once: a send the MPI refused still lets its stream go on.
+  if (!op.released) op.ch->release(op.slot);
   MPI_Request greq = MPI_REQUEST_NULL;
   {
     std::lock_guard<std::mutex> lk(op.mu);

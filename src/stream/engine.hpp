@@ -111,7 +111,7 @@ struct Op {
   std::shared_ptr<std::atomic<int>> active;  // decremented when done
   // Progress thread only.
   MPI_Request req = MPI_REQUEST_NULL;
-  bool posted = false;
+  bool posted = false, released = false;
 };
 
 class Engine {

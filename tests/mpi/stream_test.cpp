@@ -365,6 +365,23 @@ TEST_F(Stream, BadInput) {
   EXPECT_EQ(st.MPI_SOURCE, MPI_PROC_NULL);
   // A stream still bound to a communicator.
   EXPECT_EQ(MPIX_Stream_free(&stream_), MPI_ERR_OTHER);
+  // A message longer than the receive: the status says so, the stream goes on.
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer < world_size()) {
+    int two[2] = {1, 2}, one = 0;
+    if (me % 2 == 0) {
+      ASSERT_EQ(MPIX_Send_enqueue(two, 2, MPI_INT, peer, 77, comm_), MPI_SUCCESS);
+    } else {
+      MPI_Status t;
+      t.MPI_ERROR = MPI_SUCCESS;
+      ASSERT_EQ(MPIX_Recv_enqueue(&one, 1, MPI_INT, peer, 77, comm_, &t), MPI_SUCCESS);
+      sync();
+      int cls = MPI_SUCCESS;
+      MPI_Error_class(t.MPI_ERROR, &cls);
+      EXPECT_EQ(cls, MPI_ERR_TRUNCATE);
+    }
+    sync();
+  }
 }
 
 // ---- MPIS_* ----
