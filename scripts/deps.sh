@@ -2,9 +2,10 @@
 # Installs what Loom needs to build and test, from Debian/Ubuntu packages
 # (and, with LOOM_MPICH_WHEEL=1, PyPI's mpich wheel).
 # Installs nothing that is already there; needs root (or sudo) otherwise.
+# Arguments: more packages (scripts/demo.sh: python3-matplotlib for its plot).
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config clang-format libgtest-dev
-      libopenmpi-dev openmpi-bin libmpich-dev mpich python3-pip)
+      libopenmpi-dev openmpi-bin libmpich-dev mpich python3-pip "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
