@@ -32,7 +32,7 @@ function(loom_install_interface target)
 endfunction()
 loom_install_interface(loom)
 
-# Installed tools find libloom.so beside them ($prefix/lib).
+# Installed tools find libloom.so in $prefix/lib ...
 file(RELATIVE_PATH loom_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
 get_property(loom_tool_targets DIRECTORY tools PROPERTY BUILDSYSTEM_TARGETS)
 set(loom_tools "")
@@ -43,6 +43,9 @@ foreach(t IN LISTS loom_tool_targets)
     set_property(TARGET ${t} PROPERTY INSTALL_RPATH "$ORIGIN/${loom_bin_to_lib}")
   endif()
 endforeach()
+# ... and the libraries they and libloom.so link from outside the system's
+# directories (the CUDA toolkit's cudart, an MPI installed apart).
+set_property(TARGET loom ${loom_tools} PROPERTY INSTALL_RPATH_USE_LINK_PATH TRUE)
 
 install(TARGETS loom EXPORT LoomTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/loom DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
