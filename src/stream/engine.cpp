@@ -230,15 +230,17 @@ void Engine::finish(Op& op) {
     }
   }
   if (op.own_type) LOOM_NEXT(MPI_Type_free)(&op.type);
-  // Released once: a send the MPI refused still lets its stream go on.
-  if (!op.released) op.ch->release(op.slot);
   MPI_Request greq = MPI_REQUEST_NULL;
   {
+    // The status first: once released, the stream (and then the host) may
+    // read it.
     std::lock_guard<std::mutex> lk(op.mu);
     op.done = true;
     if (op.status_out) *op.status_out = op.st;
     greq = op.greq;
   }
+  // Released once: a send the MPI refused still lets its stream go on.
+  if (!op.released) op.ch->release(op.slot);
   if (op.active) op.active->fetch_sub(1);
   if (greq != MPI_REQUEST_NULL) MPI_Grequest_complete(greq);
 }

@@ -252,13 +252,17 @@ int wait_enqueue(Engine& e, MPI_Request* request, MPI_Status* status) {
     if (s && op.kind == Op::Kind::kRecv) s = unstage_recv(ch, p->buf, p->user, op);
     if (!s) return mpi::raise(op.comm, s);
   }
-  {
+  if (status != MPI_STATUS_IGNORE) {
     std::lock_guard<std::mutex> lk(op.mu);
-    if (status != MPI_STATUS_IGNORE) {
-      if (op.done)
-        *status = op.st;
-      else
-        op.status_out = status;
+    if (op.kind == Op::Kind::kSend) {
+      // A send's status says nothing more, and the stream may pass its wait
+      // before the send completes: it is written now.
+      std::memset(status, 0, sizeof(*status));
+      status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
+    } else if (op.done) {
+      *status = op.st;
+    } else {
+      op.status_out = status;
     }
   }
   // The MPI frees the generalized request once Loom completes it.
