@@ -73,20 +73,21 @@ void pull_together(const std::vector<Landed>& landed) {
   };
   std::vector<Pull> pulls;
   std::vector<transport::Mover*> movers;
+  std::vector<std::shared_ptr<void>> keep;  // scratch and tables of unpacks in flight
   for (const Landed& l : landed) {
     PendingOp& op = *l.op;
     if (op.finished || op.kind != PendingOp::Kind::kRecv || !op.mover) continue;
     MPI_Count received = 0;
     MPI_Get_elements_x(l.st, MPI_BYTE, &received);
     Header h;
-    int64_t base = 0;
     if (received != kHeaderBytes || !rv->is_header(op.staged.host, kHeaderBytes, &h) ||
-        h.kind == kChunks || !transport::contiguous_at(op.msg, &base))
+        h.kind == kChunks)
       continue;
     auto src = rv->open(h);
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    if (!op.mover->copy_async(static_cast<char*>(op.user) + base, src.value(), got).is_ok())
+    if (!op.mover->unpack_async(op.msg, src.value(), static_cast<size_t>(got), op.user, keep)
+             .is_ok())
       continue;
     pulls.push_back({l, h});
     if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())

@@ -61,8 +61,8 @@ struct PendingOp {
 };
 
 // Receives whose requests completed with status *st, before finish(): the
-// contiguous device-method messages among them are pulled together (every
-// copy issued, one wait, then the acks) and marked finished.
+// device-method messages among them are pulled together (every copy and
+// unpack issued, one wait, then the acks) and marked finished.
 struct Landed {
   PendingOp* op;
   MPI_Status* st;

@@ -246,9 +246,26 @@ class GpuMover final : public Mover {
     LOOM_TRY(cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy"));
     return cuda_status(cudaStreamSynchronize(stream_), "copy");
   }
-  Status copy_async(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return Status::ok();
-    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
+  Status unpack_async(const Message& m, const void* src, size_t received, void* user,
+                      std::vector<std::shared_ptr<void>>& keep) override {
+    if (received == 0 || m.bytes == 0) return Status::ok();
+    if (int64_t base = 0; contiguous_at(m, &base))
+      return cuda_status(cudaMemcpyAsync(static_cast<char*>(user) + base, src, received,
+                                         cudaMemcpyDeviceToDevice, stream_),
+                         "copy from peer");
+    if (static_cast<int64_t>(received) != m.bytes) return unpack_from_peer(m, src, received, user);
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    auto l = scratch_lease(received);
+    if (!l) return unpack_from_peer(m, src, received, user);
+    auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
+    LOOM_TRY(cuda_status(
+        cudaMemcpyAsync(scratch->get(), src, received, cudaMemcpyDeviceToDevice, stream_),
+        "copy from peer"));
+    LOOM_TRY(pack::gpu_unpack(*gl.value(), scratch->get(), user, stream_));
+    keep.push_back(scratch);
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
+    return Status::ok();
   }
   Status wait_copies() override { return cuda_status(cudaStreamSynchronize(stream_), "copies"); }
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }

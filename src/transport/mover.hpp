@@ -88,10 +88,13 @@ class Mover {
   // A plain copy between any two buffers the mover's engine reaches (device
   // memory, a peer's segment, host memory); done when it returns.
   virtual Status copy(void* dst, const void* src, size_t bytes) = 0;
-  // The same, issued now and done at the next wait_copies(): many pulls of
-  // contiguous messages cost one synchronisation. Defaults: copy now.
-  virtual Status copy_async(void* dst, const void* src, size_t bytes) {
-    return copy(dst, src, bytes);
+  // unpack_from_peer, issued now and done at the next wait_copies(): many
+  // pulls cost one synchronisation. What must live until then (scratch,
+  // kernel tables) is added to `keep`. Default: done now.
+  virtual Status unpack_async(const Message& m, const void* src, size_t received, void* user,
+                              std::vector<std::shared_ptr<void>>& keep) {
+    (void)keep;
+    return unpack_from_peer(m, src, received, user);
   }
   virtual Status wait_copies() { return Status::ok(); }
   // Bytes of staging and scratch handed out and not yet returned.
