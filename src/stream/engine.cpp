@@ -256,6 +256,8 @@ void Engine::run() {
         cv_.wait(lk, [this] { return stop_ || !incoming_.empty(); });
         if (incoming_.empty()) return;  // stopping with nothing in flight
       }
+      if (stop_ && incoming_.empty() && waiting.empty() && active.empty())
+        return;  // at finalize, staging a stream may still hold goes with the pools
       if (stop_) {
         // At finalize: what a stream never reached cannot finish.
         const auto now = std::chrono::steady_clock::now();
