@@ -209,6 +209,15 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Ranks sharing a GPU without MPS measure the GPU's time-slicing, not the
+  // methods: the profile says how it was taken, and the run says so.
+  const loom::transport::GpuSharing gs = loom::transport::gpu_sharing(false);
+  if (gs.gpus > 0)
+    p.scalars[model::term::kRanksPerGpu] = static_cast<double>(gs.ranks_on_node) / gs.gpus;
+  p.scalars[model::term::kMps] = gs.mps ? 1 : 0;
+  if (const std::string w = loom::transport::sharing_warning(gs); !w.empty() && rank == 0)
+    std::fprintf(stderr, "loom-measure: %s\n", w.c_str());
+
   const double t0 = m::now_us();
   p.scalars[model::term::kHeaderBytes] = model::kDefaultHeaderBytes;
   m::measure_local(c, p);

@@ -65,6 +65,10 @@ inline constexpr const char* kOverheadDevicePacked = "overhead_device_packed";
 inline constexpr const char* kOverheadOneshotPacked = "overhead_oneshot_packed";
 inline constexpr const char* kOverheadStagedPacked = "overhead_staged_packed";
 inline constexpr const char* kHeaderBytes = "header_bytes";
+// Informational (loom-measure records them; the model does not read them):
+// ranks of the node per GPU while measuring, and whether MPS was running.
+inline constexpr const char* kRanksPerGpu = "ranks_per_gpu";
+inline constexpr const char* kMps = "mps";
 }  // namespace term
 
 inline constexpr double kDefaultHeaderBytes = 128;

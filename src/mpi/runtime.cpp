@@ -280,6 +280,11 @@ extern "C" int loom_init(void) {
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
   if (up) rt->streams = std::make_unique<stream::Engine>();
   rt->load_model(rank <= 0);
+  if (up) {  // said once a node
+    const transport::GpuSharing gs = transport::gpu_sharing(rt->host_as_device());
+    if (const std::string w = transport::sharing_warning(gs); !w.empty() && gs.first_on_node)
+      LOOM_WARN(kTransport, "%s", w.c_str());
+  }
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt)) delete rt;
   LOOM_INFO(kMpi, "Loom %d.%d initialised", LOOM_VERSION_MAJOR, LOOM_VERSION_MINOR);

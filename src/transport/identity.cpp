@@ -1,9 +1,12 @@
 #include "transport/identity.hpp"
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #ifdef LOOM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -56,6 +59,46 @@ model::Identity machine_identity(bool host_mode) {
 std::string host_name() {
   char buf[HOST_NAME_MAX + 1] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+bool mps_running() {
+  const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  const std::string path = std::string(dir && *dir ? dir : "/tmp/nvidia-mps") + "/control";
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+GpuSharing gpu_sharing(bool host_mode) {
+  GpuSharing s;
+#ifdef LOOM_HAVE_CUDA
+  if (!host_mode && cudaGetDeviceCount(&s.gpus) != cudaSuccess) {
+    cudaGetLastError();
+    s.gpus = 0;
+  }
+#else
+  (void)host_mode;
+#endif
+  s.mps = mps_running();
+  int me = 0, lowest = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm node;
+  PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  PMPI_Comm_size(node, &s.ranks_on_node);
+  PMPI_Allreduce(&me, &lowest, 1, MPI_INT, MPI_MIN, node);
+  PMPI_Comm_free(&node);
+  s.first_on_node = me == lowest;
+  return s;
+}
+
+std::string sharing_warning(const GpuSharing& s) {
+  if (!s.shared() || s.mps) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "%d ranks share %d GPU%s on this node without MPS: the GPU time-slices between "
+                "their processes and every message costs about 150 us; start MPS "
+                "(nvidia-cuda-mps-control -d) before mpirun",
+                s.ranks_on_node, s.gpus, s.gpus == 1 ? "" : "s");
   return buf;
 }
 
