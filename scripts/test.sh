@@ -54,13 +54,16 @@ ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-ci-asan --output-on-failure -
 
 # ThreadSanitizer on the soak (4 ranks x 8 threads), with LOOM_CI_TSAN=1: its
 # build takes about 5 minutes of the 2 cores, so it stays out of the default
-# run. The uninstrumented MPI's own reports are suppressed (scripts/tsan.supp).
+# run. The uninstrumented MPI's own reports are suppressed (scripts/tsan.supp),
+# and its copies into receive buffers are not seen (ignore_noninstrumented_modules):
+# the MPI's request completion, which orders them, is invisible to TSan, and in
+# long runs the stack of the MPI's side is lost, so no suppression can match it.
 if [ "${LOOM_CI_TSAN:-0}" = 1 ]; then
   step "ThreadSanitizer build (soak)"
   cmake -S . -B build-ci-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=openmpi \
     -DLOOM_CUDA=OFF -DLOOM_TSAN=ON -DLOOM_WERROR=ON >/dev/null
   cmake --build build-ci-tsan -j "$jobs" --target loom_soak
-  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp history_size=7" \
+  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp history_size=7 ignore_noninstrumented_modules=1" \
     ctest --test-dir build-ci-tsan --output-on-failure -R '^mpi[.]soak$' || failed=1
 fi
 
