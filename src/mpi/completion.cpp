@@ -255,6 +255,16 @@ int MPI_Cancel(MPI_Request* req) {
   return LOOM_NEXT(MPI_Cancel)(req);
 }
 
+// A request's status says complete only once Loom has finished it: a
+// device receive's bytes are in the user's buffer, a device send's pack has
+// read the user's.
+int MPI_Request_get_status(MPI_Request req, int* flag, MPI_Status* status) {
+  RequestTable* t = active_table();
+  int rc = MPI_SUCCESS;
+  if (t && flag && t->status_of(req, flag, status, &rc)) return rc;
+  return LOOM_NEXT(MPI_Request_get_status)(req, flag, status);
+}
+
 int MPI_Request_free(MPI_Request* req) {
   loom::Runtime* rt = loom::runtime();
   if (rt && req && (rt->rv || rt->requests.has_persistent_colls()))

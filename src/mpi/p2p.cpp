@@ -82,12 +82,13 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   return MPI_SUCCESS;
 }
 
-// The device method, when plan_device chose it: packs into a lent segment
-// and fills hdr, which is then sent in place of the packed bytes. False:
-// use staging.
+// The device method, when plan_device chose it: enqueues the pack into a
+// lent segment and fills hdr, which is then sent in place of the packed
+// bytes; the caller waits for the pack (Rendezvous::wait_packed) before the
+// user may reuse buf. False: use staging.
 bool device_method_send(const DevicePlan& p, const void* buf, Header* hdr) {
   if (p.span() || !p.mover || p.method != transport::Method::kDevice) return false;
-  Status s = runtime()->rv->lend(*p.mover, p.msg, buf, hdr);
+  Status s = runtime()->rv->lend(*p.mover, p.msg, buf, hdr, /*wait=*/false);
   if (s.is_ok()) return true;
   LOOM_WARN(kTransport, "device method: %s; staging this message instead", s.message().c_str());
   return false;
@@ -154,7 +155,12 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
     runtime()->rv->acked(hdr.seq);
     return rc;
   }
-  if (device_method_send(p, buf, &hdr) || chunked_send(p, buf, comm, dest, &hdr))
+  if (device_method_send(p, buf, &hdr)) {  // the header goes while the GPU packs
+    rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+    runtime()->rv->wait_packed(hdr.seq);
+    return rc;
+  }
+  if (chunked_send(p, buf, comm, dest, &hdr))
     return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
   transport::Staged staged;
   if ((rc = stage_send(buf, comm, p, staged)) != MPI_SUCCESS) return rc;
@@ -191,8 +197,10 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
     runtime()->requests.add(*req, std::move(op));
     return MPI_SUCCESS;
   }
-  if (device_method_send(p, buf, hdr.get()) || chunked_send(p, buf, comm, dest, hdr.get())) {
+  if (device_method_send(p, buf, hdr.get())) op.packing = hdr->seq;  // done by completion
+  if (op.packing || chunked_send(p, buf, comm, dest, hdr.get())) {
     rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
+    if (rc != MPI_SUCCESS && op.packing) runtime()->rv->wait_packed(op.packing);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
   } else {
     if ((rc = stage_send(buf, comm, p, op.staged)) != MPI_SUCCESS) return rc;

@@ -75,6 +75,16 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   }
   PMPI_Bcast(&rv->nonce_, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (all[0] && host_mode) mem = transport::make_shm_peer_memory(rv->nonce_, me);
+  if (all[0]) {  // segments need ready words on every rank, or the method is off for all
+    auto f = transport::ReadyFlags::create(rv->nonce_, me);
+    int ok = f ? 1 : 0, all_ok = 0;
+    if (!f) LOOM_WARN(kTransport, "device method off: %s", f.status().message().c_str());
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok)
+      rv->flags_ = std::move(f.value());
+    else
+      mem.reset();
+  }
   rv->mem_ = std::move(mem);
 
   MPI_Comm node;
@@ -221,23 +231,37 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 }
 
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
-                        Header* hdr) {
+                        Header* hdr, bool wait) {
   progress();
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
   if (!seg) return seg.status();
   const auto t0 = std::chrono::steady_clock::now();
-  Status s = mover.pack_to(m, user, seg->ptr);
+  uint64_t seq = 0;
+  Status s;
+  {
+    std::lock_guard<std::mutex> lk(pack_mu_);
+    if (words_mover_ != &mover) {  // once: a mover that cannot map them packs and waits
+      if (Status w = mover.map_words(flags_->page(), flags_->page_bytes()); !w)
+        LOOM_DEBUG(kTransport, "ready words not mapped (%s): lends wait for their packs",
+                   w.message().c_str());
+      words_mover_ = &mover;
+    }
+    seq = next_seq_.fetch_add(1);
+    s = mover.pack_signal(m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq));
+  }
+  if (s && wait) wait_packed(seq);
   LOOM_DEBUG(
-      kTransport, "lend: %lld bytes packed in %.1f us", static_cast<long long>(m.bytes),
+      kTransport, "lend: %lld bytes %s in %.1f us", static_cast<long long>(m.bytes),
+      wait ? "packed" : "pack enqueued",
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  if (!s) {
+  if (!s) {  // nothing was enqueued after the failure; the word is never written
     mem_->release(seg.value());
     return s;
   }
   *hdr = Header{};
   hdr->magic = kMagic;
   hdr->nonce = nonce_;
-  hdr->seq = next_seq_.fetch_add(1);
+  hdr->seq = seq;
   hdr->bytes = static_cast<uint64_t>(m.bytes);
   hdr->sender = world_rank_;
   hdr->handle = seg->handle;
@@ -294,9 +318,36 @@ bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
          out->offset + out->bytes <= out->handle.size;
 }
 
+bool Rendezvous::packed(uint64_t seq) const {
+  return !flags_ || flags_->own_ready(seq);
+}
+
+void Rendezvous::wait_packed(uint64_t seq) const {
+  for (int i = 0; !packed(seq); ++i)  // the GPU is at it: microseconds
+    if (i > 64) std::this_thread::yield();
+}
+
 Result<const void*> Rendezvous::open(const Header& h) {
   auto base = mem_->open(h.handle);
   if (!base) return base.status();
+  if (h.kind == kSegment && flags_) {
+    // The sender enqueued the pack before it sent the header, so this ends
+    // without any action of the sender's host thread.
+    const auto t0 = std::chrono::steady_clock::now();
+    bool warned = false;
+    for (int i = 0;; ++i) {
+      auto ready = flags_->peer_ready(h.sender, h.seq);
+      if (!ready) return ready.status();
+      if (ready.value()) break;
+      if (i > 64) std::this_thread::yield();
+      if (!warned && (i & 0xffff) == 0 &&
+          std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+        LOOM_WARN(kTransport, "still waiting for rank %d's pack of message %llu after 10 s",
+                  h.sender, static_cast<unsigned long long>(h.seq));
+        warned = true;
+      }
+    }
+  }
   pulled_.fetch_add(1, std::memory_order_relaxed);
   return static_cast<const void*>(static_cast<const char*>(base.value()) + h.offset);
 }
@@ -386,8 +437,10 @@ void Rendezvous::shutdown() {
     n_sending_.store(0);
     if (!lent_.empty())
       LOOM_DEBUG(kTransport, "finalize: %zu segments lent without an ack yet", lent_.size());
-    for (auto& [seq, seg] : lent_)
+    for (auto& [seq, seg] : lent_) {
+      wait_packed(seq);  // an unread message's pack may still be writing it
       if (mem_) mem_->release(seg);
+    }
     lent_.clear();
     for (auto& [seq, seg] : copies_)
       if (mem_) mem_->release(seg);
@@ -397,6 +450,7 @@ void Rendezvous::shutdown() {
   if (mem_) mem_->unmap_all();
   PMPI_Barrier(ctrl_);  // nobody maps our segments any more
   if (mem_) mem_->free_all();
+  if (flags_) flags_->unlink();
   for (;;) {  // acks still in flight
     int flag = 0;
     MPI_Status st;

@@ -30,6 +30,7 @@
 
 #include "transport/mover.hpp"
 #include "transport/peer_memory.hpp"
+#include "transport/ready_flags.hpp"
 
 namespace loom::mpi {
 
@@ -85,8 +86,15 @@ class Rendezvous {
   // World rank of `rank` of comm, or -1.
   int world_rank(MPI_Comm comm, int rank);
 
-  // Sender: packs m from `user` into a lent segment and fills hdr.
-  Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr);
+  // Sender: packs m from `user` into a lent segment and fills hdr. With
+  // `wait` false the pack is only enqueued: the header may go at once (the
+  // receiver reads the segment once the pack's ready word says so), and
+  // `user` must stay unchanged until wait_packed(hdr->seq).
+  Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr,
+              bool wait = true);
+  // Sender: message seq's pack is done (its user buffer is free again).
+  bool packed(uint64_t seq) const;
+  void wait_packed(uint64_t seq) const;
   // Sender, zero-copy: lends the `bytes` at `data` (the caller's buffer, a
   // contiguous message to world rank `to`) and posts the receive of their
   // ack into *ack, which completes once the receiver has read them; fills
@@ -109,7 +117,8 @@ class Rendezvous {
   std::vector<MPI_Request> post_chunk_recvs(const Header& h, void* host);
   // Receiver: true when the n bytes at p are a header of this job.
   bool is_header(const void* p, size_t n, Header* out) const;
-  // Receiver: the packed bytes of h as this process addresses them.
+  // Receiver: the packed bytes of h as this process addresses them, once
+  // they are there (a segment's pack may still run when its header lands).
   Result<const void*> open(const Header& h);
   // Receiver: done reading h's segment; the sender may reuse it.
   void ack(const Header& h);
@@ -137,6 +146,9 @@ class Rendezvous {
   int world_rank_ = 0;
   std::vector<int> node_of_;  // world rank -> its node (lowest world rank there)
   std::unique_ptr<transport::PeerMemory> mem_;
+  std::unique_ptr<transport::ReadyFlags> flags_;  // with mem_: segments' ready words
+  std::mutex pack_mu_;  // packs are enqueued in sequence order: their words only grow
+  transport::Mover* words_mover_ = nullptr;  // the mover that maps flags_ (under pack_mu_)
   std::mutex mu_;
   std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
   std::atomic<size_t> n_lent_{0};

@@ -40,6 +40,16 @@ void RequestTable::add(MPI_Request r, PendingOp op) {
   if (r != MPI_REQUEST_NULL) PMPI_Request_get_status(r, &done, &st);
   if (done) {
     LOOM_DEBUG(kMpi, "request table: a request the MPI completed at once (shared handle)");
+    if (op.packing && r != MPI_REQUEST_NULL) {
+      // A device-method send whose header went inline: its pack may still
+      // read the user's buffer, so the next completion call on this handle
+      // waits for it (and for any other such send's: packs end in order).
+      std::lock_guard<std::mutex> lk(mu_);
+      if (!shared_packing_) n_.fetch_add(1, std::memory_order_release);
+      shared_packing_ = std::max(shared_packing_, op.packing);
+      if (std::find(shared_.begin(), shared_.end(), r) == shared_.end()) shared_.push_back(r);
+      op.packing = 0;
+    }
     const int rc = finish(op, st);
     if (rc != MPI_SUCCESS)
       LOOM_LOG(kError, kMpi, "request table: finishing a completed request failed (%d)", rc);
@@ -54,13 +64,25 @@ void RequestTable::add(MPI_Request r, PendingOp op) {
 
 bool RequestTable::take(MPI_Request r, PendingOp* out) {
   if (empty() || r == MPI_REQUEST_NULL) return false;
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = ops_.find(r);
-  if (it == ops_.end()) return false;
-  *out = std::move(it->second);
-  ops_.erase(it);
-  n_.fetch_sub(1, std::memory_order_release);
-  return true;
+  uint64_t packing = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = ops_.find(r);
+    if (it != ops_.end()) {
+      *out = std::move(it->second);
+      ops_.erase(it);
+      n_.fetch_sub(1, std::memory_order_release);
+      return true;
+    }
+    if (shared_packing_ && std::find(shared_.begin(), shared_.end(), r) != shared_.end()) {
+      packing = shared_packing_;
+      shared_packing_ = 0;
+      n_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+  Runtime* rt = runtime();
+  if (packing && rt && rt->rv) rt->rv->wait_packed(packing);
+  return false;
 }
 
 void pull_together(const std::vector<Landed>& landed) {
@@ -135,6 +157,43 @@ void RequestTable::finish_landed() {
     l.op->finished_st = *l.st;
     l.op->finished = true;
   }
+}
+
+bool RequestTable::status_of(MPI_Request r, int* flag, MPI_Status* st, int* rc) {
+  if (empty() || r == MPI_REQUEST_NULL) return false;
+  using K = PendingOp::Kind;
+  Runtime* rt = runtime();
+  Rendezvous* rv = rt ? rt->rv.get() : nullptr;
+  std::lock_guard<std::mutex> lk(mu_);  // held across: no completion call takes r meanwhile
+  auto it = ops_.find(r);
+  uint64_t packing = 0;
+  if (it != ops_.end())
+    packing = it->second.packing;
+  else if (std::find(shared_.begin(), shared_.end(), r) != shared_.end())
+    packing = shared_packing_;
+  if (packing && rv && !rv->packed(packing)) {
+    *flag = 0;
+    *rc = MPI_SUCCESS;
+    return true;
+  }
+  if (it == ops_.end()) return false;
+  PendingOp& op = it->second;
+  if (op.kind != K::kRecv && op.kind != K::kSpanRecv && op.kind != K::kHostRecv) return false;
+  if (!op.finished) {
+    MPI_Status got;
+    got.MPI_ERROR = MPI_SUCCESS;
+    *rc = PMPI_Request_get_status(r, flag, &got);
+    if (*rc != MPI_SUCCESS || !*flag) return true;
+    if (got.MPI_ERROR != MPI_SUCCESS) return false;  // the MPI reports its own failure
+    op.finished_rc = finish(op, got);
+    op.finished_st = got;
+    op.finished_st.MPI_ERROR = op.finished_rc;
+    op.finished = true;
+  }
+  *flag = 1;
+  *rc = MPI_SUCCESS;
+  if (st != MPI_STATUS_IGNORE) *st = op.finished_st;
+  return true;
 }
 
 bool RequestTable::holds(MPI_Request r, PendingOp::Kind k) {
@@ -244,6 +303,10 @@ int finish(PendingOp& op, MPI_Status& st) {
     if (rt && rt->rv) rt->rv->acked(op.seq);
     st.MPI_ERROR = MPI_SUCCESS;
     return MPI_SUCCESS;
+  }
+  if (op.packing) {  // the user's buffer is free once the GPU has packed it
+    Runtime* rt = runtime();
+    if (rt && rt->rv) rt->rv->wait_packed(op.packing);
   }
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);

@@ -49,6 +49,9 @@ struct PendingOp {
   MPI_Status done{};
   // kColl: the call's mirrors (shared with a persistent request's template).
   std::shared_ptr<MirrorSet> mirrors;
+  // kSend by the device method: the sequence number of the message whose
+  // pack may still read the user's buffer; completion waits for it.
+  uint64_t packing = 0;
   // kZeroSend: the header's send request and the message's sequence number.
   MPI_Request header = MPI_REQUEST_NULL;
   uint64_t seq = 0;
@@ -81,6 +84,10 @@ class RequestTable {
   void add(MPI_Request r, PendingOp op);
   // Removes and returns the op of r, if r is one of Loom's.
   bool take(MPI_Request r, PendingOp* out);
+  // MPI_Request_get_status on r: true when r is one of Loom's and *flag,
+  // *st and *rc are set (complete only once Loom has finished it: a send's
+  // pack done, a receive's bytes in the user's buffer); false: ask the MPI.
+  bool status_of(MPI_Request r, int* flag, MPI_Status* st, int* rc);
   // r is one of Loom's, of kind k.
   bool holds(MPI_Request r, PendingOp::Kind k);
   // Zero-copy sends may be waiting for this rank to read: finishes every
@@ -107,6 +114,10 @@ class RequestTable {
   std::mutex mu_;
   std::unordered_map<MPI_Request, PendingOp> ops_;
   std::vector<std::pair<MPI_Request, PendingOp>> detached_;
+  // Handles the MPI gave to operations it completed at once, and the last
+  // device-method pack such a send left running (0: none; counted in n_).
+  std::vector<MPI_Request> shared_;
+  uint64_t shared_packing_ = 0;
   std::unordered_map<MPI_Request, PendingOp> persistent_;
   std::atomic<size_t> n_{0};
   std::atomic<size_t> n_colls_{0};

@@ -5,6 +5,7 @@
 // falls back to pageable memory (then the packed bytes go through device
 // scratch and a copy), and without device scratch the host engine packs a
 // host copy of the data's span. Each fallback logs once.
+#include <cuda.h>  // stream memory operations, reached through the runtime
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -35,7 +36,9 @@ class GpuMover final : public Mover {
  public:
   explicit GpuMover(Method m) : method_(m), no_pools_(knob_true(knobs().test_no_pools)) {}
   ~GpuMover() override {
+    if (stream_) cudaStreamSynchronize(stream_);
     layouts_.clear();
+    if (words_host_) cudaHostUnregister(words_host_);
     pinned_.release_all();
     scratch_.release_all();
     if (stream_) cudaStreamDestroy(stream_);
@@ -47,6 +50,13 @@ class GpuMover final : public Mover {
   // still be landing when cudaMemcpy returns), as a synchronous MPI call is
   // expected to see it.
   Status init() {
+    cudaDriverEntryPointQueryResult q;
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      write32_ = reinterpret_cast<WriteFn>(fn);
+    cudaGetLastError();
     return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "stream");
   }
 
@@ -171,6 +181,47 @@ class GpuMover final : public Mover {
     return unpack_from(m, scratch->get(), received, user);
   }
 
+  // Registers the page mapped, so the GPU writes its words after packs.
+  Status map_words(void* page, size_t bytes) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (words_host_ == page) return Status::ok();
+    if (!write32_) return Status(Err::kUnsupported, "no stream memory operations");
+    LOOM_TRY(cuda_status(cudaHostRegister(page, bytes, cudaHostRegisterMapped), "ready words"));
+    void* dev = nullptr;
+    if (Status s = cuda_status(cudaHostGetDevicePointer(&dev, page, 0), "ready words"); !s) {
+      cudaHostUnregister(page);
+      return s;
+    }
+    words_host_ = static_cast<char*>(page);
+    words_dev_ = static_cast<char*>(dev);
+    words_bytes_ = bytes;
+    return Status::ok();
+  }
+
+  // The pack, then the word's write, on the stream; nothing waits. Without
+  // a mapped word (or memory operations) it waits for the pack instead.
+  Status pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
+                     uint32_t value) override {
+    char* w = reinterpret_cast<char*>(word);
+    if (!words_dev_ || w < words_host_ || w >= words_host_ + words_bytes_)
+      return Mover::pack_signal(m, user, dst, word, value);
+    if (m.bytes > 0) {
+      auto gl = gpu_layout(m);
+      if (!gl) return gl.status();
+      LOOM_TRY(pack::gpu_pack(*gl.value(), user, dst, stream_));
+    }
+    // The default flags put a system-wide fence before the write: the
+    // packed bytes are visible to the peer once the word is.
+    const CUresult r =
+        write32_(reinterpret_cast<CUstream>(stream_),
+                 reinterpret_cast<CUdeviceptr>(words_dev_ + (w - words_host_)), value, 0);
+    if (r != CUDA_SUCCESS) {
+      LOOM_TRY(cuda_status(cudaStreamSynchronize(stream_), "pack"));
+      reinterpret_cast<std::atomic<uint32_t>*>(word)->store(value, std::memory_order_release);
+    }
+    return Status::ok();
+  }
+
   Status pack_to(const Message& m, const void* user, void* dst) override {
     if (m.bytes == 0) return Status::ok();
     auto gl = gpu_layout(m);
@@ -227,6 +278,7 @@ class GpuMover final : public Mover {
                            "copy from peer"));
       return cuda_status(cudaStreamSynchronize(stream_), "copy from peer");
     }
+    if (on_this_gpu(src)) return unpack_from(m, src, received, user);
     auto l = scratch_lease(received);
     if (!l) return unpack_from(m, src, received, user);  // kernel loads over the link
     LOOM_TRY(
@@ -256,6 +308,11 @@ class GpuMover final : public Mover {
     if (static_cast<int64_t>(received) != m.bytes) return unpack_from_peer(m, src, received, user);
     auto gl = gpu_layout(m);
     if (!gl) return gl.status();
+    if (on_this_gpu(src)) {  // a peer sharing this GPU: the kernel reads its segment directly
+      LOOM_TRY(pack::gpu_unpack(*gl.value(), src, user, stream_));
+      keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
+      return Status::ok();
+    }
     auto l = scratch_lease(received);
     if (!l) return unpack_from_peer(m, src, received, user);
     auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
@@ -274,6 +331,17 @@ class GpuMover final : public Mover {
   Result<pack::PoolLease> scratch_lease(size_t bytes) {
     if (no_pools_) return Status(Err::kNoMemory, "pools off (LOOM_TEST_NO_POOLS)");
     return pack::lease(scratch_, bytes);
+  }
+
+  // The memory at p (a peer's segment mapped here) lies on the current GPU.
+  static bool on_this_gpu(const void* p) {
+    cudaPointerAttributes a{};
+    int dev = -1;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeDevice && a.device == dev;
   }
 
   void warn_once(std::atomic<bool>& flag, const char* what) {
@@ -316,13 +384,21 @@ class GpuMover final : public Mover {
     if (!l) return l.status();
     auto gl = pack::GpuLayout::create(l.value());
     if (!gl) return gl.status();
-    if (layouts_.size() >= kMaxLayouts) layouts_.clear();
+    if (layouts_.size() >= kMaxLayouts) {
+      cudaStreamSynchronize(stream_);  // packs that nobody waited for may still read them
+      layouts_.clear();
+    }
     auto p = std::make_shared<const pack::GpuLayout>(std::move(gl.value()));
     layouts_.emplace(key, std::make_pair(m.form, p));  // the form is held: its address stays unique
     return p;
   }
 
+  using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   static constexpr size_t kMaxLayouts = 4096;
+  WriteFn write32_ = nullptr;
+  char* words_host_ = nullptr;  // the ready words' page (map_words) and its device alias
+  char* words_dev_ = nullptr;
+  size_t words_bytes_ = 0;
   const Method method_;
   const bool no_pools_;
   std::atomic<bool> pinned_warned_{false}, host_warned_{false};

@@ -4,11 +4,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <new>
+#include <thread>
 
 #include "pack/host_engine.hpp"
 #include "type/canonical.hpp"
+#include "util/knobs.hpp"
 
 namespace loom::transport {
 
@@ -126,6 +132,13 @@ Status host_unpack_received(const Message& m, const void* packed, size_t receive
   return Status::ok();
 }
 
+Status Mover::pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
+                          uint32_t value) {
+  LOOM_TRY(pack_to(m, user, dst));
+  reinterpret_cast<std::atomic<uint32_t>*>(word)->store(value, std::memory_order_release);
+  return Status::ok();
+}
+
 Status Mover::unpack_batch(const Message& m, const std::vector<const void*>& src,
                            const std::vector<void*>& dst, size_t bytes) {
   for (size_t i = 0; i < src.size(); ++i) LOOM_TRY(unpack_from(m, src[i], bytes, dst[i]));
@@ -174,6 +187,35 @@ class HostMover final : public Mover {
     return host_unpack_received(m, src, received, user);
   }
 
+  // LOOM_TEST_PACK_DELAY_US: the pack runs later, in order, on a worker
+  // thread, then writes the word, as a GPU stream would.
+  Status pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
+                     uint32_t value) override {
+    if (delay_us_ <= 0) return Mover::pack_signal(m, user, dst, word, value);
+    auto job = std::make_unique<Delayed>();
+    auto l = pack::make_layout(type::repeat(m.form, m.count, m.extent));
+    if (!l) return l.status();
+    job->layout = std::move(l.value());
+    job->user = user;
+    job->dst = dst;
+    job->word = word;
+    job->value = value;
+    job->due = std::chrono::steady_clock::now() + std::chrono::microseconds(delay_us_);
+    std::lock_guard<std::mutex> lk(delay_mu_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { run_delayed(); });
+    delayed_.push_back(std::move(job));
+    delay_cv_.notify_one();
+    return Status::ok();
+  }
+  ~HostMover() override {
+    {
+      std::lock_guard<std::mutex> lk(delay_mu_);
+      stop_ = true;
+      delay_cv_.notify_one();
+    }
+    if (worker_.joinable()) worker_.join();
+  }
+
   Status copy_to_host(void* host, const void* user, size_t bytes) override {
     std::memcpy(host, user, bytes);
     return Status::ok();
@@ -189,7 +231,36 @@ class HostMover final : public Mover {
   size_t bytes_in_use() const override { return in_use_.load(); }
 
  private:
+  struct Delayed {
+    pack::Layout layout;
+    const void* user = nullptr;
+    void* dst = nullptr;
+    uint32_t* word = nullptr;
+    uint32_t value = 0;
+    std::chrono::steady_clock::time_point due;
+  };
+  void run_delayed() {
+    std::unique_lock<std::mutex> lk(delay_mu_);
+    for (;;) {
+      delay_cv_.wait(lk, [this] { return stop_ || !delayed_.empty(); });
+      if (delayed_.empty()) return;  // stopping, nothing left
+      std::unique_ptr<Delayed> j = std::move(delayed_.front());
+      delayed_.pop_front();
+      lk.unlock();
+      std::this_thread::sleep_until(j->due);
+      pack::host_pack(j->layout.view(), j->user, j->dst);
+      reinterpret_cast<std::atomic<uint32_t>*>(j->word)->store(j->value, std::memory_order_release);
+      lk.lock();
+    }
+  }
+
   std::atomic<size_t> in_use_{0};
+  const long delay_us_ = std::atol(knobs().test_pack_delay_us.c_str());
+  std::mutex delay_mu_;
+  std::condition_variable delay_cv_;
+  std::deque<std::unique_ptr<Delayed>> delayed_;
+  std::thread worker_;
+  bool stop_ = false;
 };
 
 }  // namespace

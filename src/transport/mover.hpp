@@ -57,6 +57,20 @@ class Mover {
   // with no staging between. Done when they return.
   virtual Status pack_to(const Message& m, const void* user, void* dst) = 0;
   virtual Status unpack_from(const Message& m, const void* src, size_t received, void* user) = 0;
+  // The device method without waiting for the GPU: enqueues the pack of m
+  // from `user` into `dst` (as pack_to), then a write of `value` into the
+  // host word `*word` once the pack is done (transport/ready_flags.hpp), and
+  // returns. `user` must stay unchanged until the word says so. Default:
+  // packs now, then writes the word.
+  virtual Status pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
+                             uint32_t value);
+  // The host page holding the words pack_signal writes (registered once
+  // where the engine must map host memory to write it).
+  virtual Status map_words(void* page, size_t bytes) {
+    (void)page;
+    (void)bytes;
+    return Status::ok();
+  }
   // The same from another process's segment: a GPU reads a peer GPU's memory
   // far faster with its copy engines than with loads, so the bytes are
   // copied into local scratch first.

@@ -36,7 +36,10 @@ namespace loom {
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \
-    "test only: every staging and scratch pool request fails, to test the fallbacks")
+    "test only: every staging and scratch pool request fails, to test the fallbacks")       \
+  X(test_pack_delay_us, "LOOM_TEST_PACK_DELAY_US", "0",                                     \
+    "test only: the host engine runs device-method packs this late, in a thread of its "    \
+    "own, as a GPU may (receivers and senders must wait for their ready words)")
 
 struct Knobs {
 #define LOOM_KNOB_FIELD(field, env, def, doc) std::string field;
