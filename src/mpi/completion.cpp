@@ -15,6 +15,7 @@
 #include "mpi/next.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
+#include "util/stats.hpp"
 
 namespace loom::mpi {
 namespace {
@@ -161,6 +162,7 @@ using namespace loom::mpi;
 extern "C" {
 
 int MPI_Wait(MPI_Request* req, MPI_Status* status) {
+  loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
   if (polling(t)) return poll_until([&](int* flag) { return MPI_Test(req, flag, status); });
   PendingOp op;
@@ -173,6 +175,7 @@ int MPI_Wait(MPI_Request* req, MPI_Status* status) {
 }
 
 int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
+  loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
   PendingOp op;
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Test)(req, flag, status);
@@ -189,6 +192,7 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
+  loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
   if (polling(t))
     return poll_until([&](int* flag) { return MPI_Testall(n, reqs, flag, statuses); });
@@ -202,6 +206,7 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
 }
 
 int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
+  loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, statuses);
   Taken taken(*t, reqs, n);

@@ -18,6 +18,7 @@
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::mpi {
 namespace {
@@ -136,10 +137,17 @@ bool chunked_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
   return false;
 }
 
+// plan_device, timed (LOOM_STATS).
+int plan(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int dest) {
+  stats::Scope phase(stats::kPlan);
+  return plan_device(count, type, comm, p, dest);
+}
+
 int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                 MPI_Comm comm) {
+  stats::Scope whole(stats::kSend);
   DevicePlan p;
-  int rc = plan_device(count, type, comm, p, dest);
+  int rc = plan(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   Header hdr;
   if (MPI_Request ack; zero_copy_send(p, buf, comm, dest, &hdr, &ack)) {
@@ -156,7 +164,10 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
     return rc;
   }
   if (device_method_send(p, buf, &hdr)) {  // the header goes while the GPU packs
-    rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+    {
+      stats::Scope phase(stats::kHeader);
+      rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+    }
     runtime()->rv->wait_packed(hdr.seq);
     return rc;
   }
@@ -176,8 +187,9 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
 int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
                  MPI_Comm comm, MPI_Request* req) {
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
+  stats::Scope whole(stats::kSend);
   DevicePlan p;
-  int rc = plan_device(count, type, comm, p, dest);
+  int rc = plan(count, type, comm, p, dest);
   if (rc != MPI_SUCCESS) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
@@ -199,7 +211,10 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   }
   if (device_method_send(p, buf, hdr.get())) op.packing = hdr->seq;  // done by completion
   if (op.packing || chunked_send(p, buf, comm, dest, hdr.get())) {
-    rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
+    {
+      stats::Scope phase(stats::kHeader);
+      rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
+    }
     if (rc != MPI_SUCCESS && op.packing) runtime()->rv->wait_packed(op.packing);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
   } else {
@@ -223,6 +238,7 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
 template <class Post>
 int post_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, PendingOp& op, bool blocking,
               Post post) {
+  stats::Scope whole(stats::kRecvPost);
   DevicePlan p;
   int rc = stage_recv(buf, count, type, comm, p, op);
   if (rc != MPI_SUCCESS) return rc;

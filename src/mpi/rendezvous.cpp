@@ -10,6 +10,7 @@
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::mpi {
 namespace {
@@ -233,6 +234,7 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
                         Header* hdr, bool wait) {
   progress();
+  stats::Scope phase(stats::kLend);
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
   if (!seg) return seg.status();
   const auto t0 = std::chrono::steady_clock::now();
@@ -323,6 +325,8 @@ bool Rendezvous::packed(uint64_t seq) const {
 }
 
 void Rendezvous::wait_packed(uint64_t seq) const {
+  if (packed(seq)) return;
+  stats::Scope phase(stats::kWaitPacked);
   for (int i = 0; !packed(seq); ++i)  // the GPU is at it: microseconds
     if (i > 64) std::this_thread::yield();
 }
@@ -392,6 +396,7 @@ void Rendezvous::progress() {
     }
   }
   if (n_lent_.load(std::memory_order_acquire) == 0) return;
+  stats::Scope phase(stats::kProgress);
   std::lock_guard<std::mutex> lk(mu_);
   for (;;) {
     int flag = 0;
@@ -527,12 +532,19 @@ int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
   if (!src) return fail(rv, h, src.status(), st);
   const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
   const auto t0 = std::chrono::steady_clock::now();
-  Status s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
+  Status s;
+  {
+    stats::Scope phase(stats::kPullWait);
+    s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
+  }
   LOOM_DEBUG(
       kTransport, "pull: %llu bytes in %.1f us", static_cast<unsigned long long>(got),
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   if (!s) return fail(rv, h, s, st);
-  rv.ack(h);
+  {
+    stats::Scope phase(stats::kAck);
+    rv.ack(h);
+  }
   return settle(h, static_cast<uint64_t>(m.bytes), st);
 }
 

@@ -1,6 +1,7 @@
 #include "mpi/requests.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "mpi/coll_call.hpp"
 #include "mpi/errors.hpp"
@@ -8,6 +9,7 @@
 #include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::mpi {
 
@@ -96,6 +98,7 @@ void pull_together(const std::vector<Landed>& landed) {
   std::vector<Pull> pulls;
   std::vector<transport::Mover*> movers;
   std::vector<std::shared_ptr<void>> keep;  // scratch and tables of unpacks in flight
+  std::optional<stats::Scope> phase(std::in_place, stats::kPullIssue);
   for (const Landed& l : landed) {
     PendingOp& op = *l.op;
     if (op.finished || op.kind != PendingOp::Kind::kRecv || !op.mover) continue;
@@ -115,9 +118,11 @@ void pull_together(const std::vector<Landed>& landed) {
     if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
       movers.push_back(op.mover);
   }
+  phase.emplace(stats::kPullWait);
   Status s;
   for (transport::Mover* m : movers)
     if (Status w = m->wait_copies(); !w.is_ok()) s = w;
+  phase.emplace(stats::kAck);
   if (!s.is_ok())
     LOOM_LOG(kError, kTransport, "device-method receives failed: %s", s.message().c_str());
   for (Pull& p : pulls) {
@@ -133,6 +138,7 @@ void pull_together(const std::vector<Landed>& landed) {
 
 void RequestTable::finish_landed() {
   if (empty()) return;
+  stats::Scope phase(stats::kFinishLanded);
   using K = PendingOp::Kind;
   std::lock_guard<std::mutex> lk(mu_);  // held across: no completion call takes these meanwhile
   std::vector<MPI_Status> sts;

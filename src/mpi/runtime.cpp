@@ -10,6 +10,7 @@
 #include "type/ir.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom {
 namespace {
@@ -272,6 +273,7 @@ extern "C" int loom_init(void) {
   MPI_Initialized(&up);
   if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   log_set_rank(rank);
+  stats::enable(knob_true(knobs().stats));
   transport::memtype_init();
   auto* rt = new Runtime();
   if (up)
@@ -300,6 +302,12 @@ extern "C" int loom_finalize(void) {
     if (live->rv) live->rv->shutdown();
   }
   loom::Runtime* rt = loom::g_runtime.exchange(nullptr);
+  if (rt) {
+    int rank = -1, up = 0;
+    MPI_Initialized(&up);
+    if (up) PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    loom::stats::print(rank);
+  }
   if (rt && rt->bytes_in_use() != 0)
     LOOM_WARN(kMpi, "finalize with %zu staging bytes still in use", rt->bytes_in_use());
   delete rt;

@@ -33,6 +33,9 @@ namespace loom {
     "ranks alike)")                                                                         \
   X(pipeline_min, "LOOM_PIPELINE_MIN", "4194304",                                           \
     "smallest staged message sent in pipelined chunks (bytes)")                             \
+  X(stats, "LOOM_STATS", "0",                                                               \
+    "each rank prints where its time went inside Loom (phases of the device paths: calls, " \
+    "total and mean time) at MPI_Finalize")                                                 \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \

@@ -1,0 +1,60 @@
+// Where a rank's time goes inside Loom (LOOM_STATS=1): wall time and calls
+// per phase of the device paths, printed by each rank at MPI_Finalize. Off,
+// a phase costs one relaxed load.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace loom::stats {
+
+#define LOOM_STAT_PHASES(X)                                          \
+  X(kSend, "send (device buffer, whole call)")                       \
+  X(kRecvPost, "receive posted (device buffer)")                     \
+  X(kPlan, "plan: memory type, type lookup, method")                 \
+  X(kLend, "lend: segment, pack enqueued")                           \
+  X(kHeader, "header send (the MPI's call)")                         \
+  X(kWaitPacked, "sender waits for its pack")                        \
+  X(kCompletion, "completion calls (whole call)")                    \
+  X(kPullIssue, "pull: open, wait ready word, unpack/copy enqueued") \
+  X(kPullWait, "pull: wait for copies and unpacks")                  \
+  X(kAck, "acks sent")                                               \
+  X(kProgress, "segments returned (acks polled)")                    \
+  X(kFinishLanded, "finish landed receives (zero-copy progress)")
+
+enum Phase : int {
+#define LOOM_STAT_ENUM(id, doc) id,
+  LOOM_STAT_PHASES(LOOM_STAT_ENUM)
+#undef LOOM_STAT_ENUM
+      kPhases
+};
+
+extern std::atomic<bool> g_on;
+void add(Phase p, int64_t ns);
+void enable(bool on);
+// One line per phase with calls, total and mean time (to stderr).
+void print(int rank);
+
+// Times a scope into phase p when stats are on.
+class Scope {
+ public:
+  explicit Scope(Phase p) : p_(p), on_(g_on.load(std::memory_order_relaxed)) {
+    if (on_) t0_ = std::chrono::steady_clock::now();
+  }
+  ~Scope() {
+    if (on_)
+      add(p_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - t0_)
+                  .count());
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Phase p_;
+  bool on_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace loom::stats
