@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -168,7 +169,7 @@ bool Rendezvous::all_on_node(MPI_Comm comm) {
 
 int Rendezvous::peer_on_node(MPI_Comm comm, int rank) {
   const int w = world_rank(comm, rank);
-  if (w < 0 || w == world_rank_) return -1;
+  if (w < 0) return -1;
   return node_of_[static_cast<size_t>(w)] == node_of_[static_cast<size_t>(world_rank_)] ? w : -1;
 }
 
@@ -276,6 +277,9 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
 
 Status Rendezvous::lend_user(const void* data, size_t bytes, int to, Header* hdr,
                              MPI_Request* ack) {
+  // A process cannot open its own IPC handles: messages to itself go
+  // through a segment (Rendezvous::open finds it by sequence number).
+  if (to == world_rank_) return Status(Err::kUnsupported, "zero-copy to this process itself");
   progress();
   auto ex = mem_->export_user(data, bytes);
   if (!ex) return ex.status();
@@ -332,8 +336,17 @@ void Rendezvous::wait_packed(uint64_t seq) const {
 }
 
 Result<const void*> Rendezvous::open(const Header& h) {
-  auto base = mem_->open(h.handle);
-  if (!base) return base.status();
+  const void* base = nullptr;
+  if (h.sender == world_rank_ && h.kind == kSegment) {  // a message to itself: its own segment
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = lent_.find(h.seq);
+    if (it == lent_.end()) return Status(Err::kInvalidArg, "own segment not lent");
+    base = it->second.ptr;
+  } else {
+    auto b = mem_->open(h.handle);
+    if (!b) return b.status();
+    base = b.value();
+  }
   if (h.kind == kSegment && flags_) {
     // The sender enqueued the pack before it sent the header, so this ends
     // without any action of the sender's host thread.
@@ -353,7 +366,7 @@ Result<const void*> Rendezvous::open(const Header& h) {
     }
   }
   pulled_.fetch_add(1, std::memory_order_relaxed);
-  return static_cast<const void*>(static_cast<const char*>(base.value()) + h.offset);
+  return static_cast<const void*>(static_cast<const char*>(base) + h.offset);
 }
 
 void Rendezvous::ack(const Header& h) {
@@ -361,6 +374,23 @@ void Rendezvous::ack(const Header& h) {
     PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
   else
     PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
+}
+
+void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
+  std::map<int, std::vector<uint64_t>> by_sender;  // segments: one message a sender
+  for (const Header* h : hs) {
+    if (h->kind == kSegment)
+      by_sender[h->sender].push_back(h->seq);
+    else
+      ack(*h);
+  }
+  // At most 1 KiB a message: small enough to go eagerly, as a single ack
+  // does, so two ranks acking each other never wait for each other.
+  constexpr size_t kMaxAcks = 128;
+  for (auto& [to, seqs] : by_sender)
+    for (size_t i = 0; i < seqs.size(); i += kMaxAcks)
+      PMPI_Send(seqs.data() + i, static_cast<int>(std::min(kMaxAcks, seqs.size() - i)),
+                MPI_UINT64_T, to, kAckTag, ctrl_);
 }
 
 void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
@@ -403,18 +433,26 @@ void Rendezvous::progress() {
     MPI_Status st;
     PMPI_Iprobe(MPI_ANY_SOURCE, kAckTag, ctrl_, &flag, &st);
     if (!flag) return;
-    uint64_t seq = 0;
-    PMPI_Recv(&seq, 1, MPI_UINT64_T, st.MPI_SOURCE, kAckTag, ctrl_, MPI_STATUS_IGNORE);
-    auto it = lent_.find(seq);
-    if (it == lent_.end()) {
-      LOOM_LOG(kError, kTransport, "ack for segment %llu, which is not lent",
-               static_cast<unsigned long long>(seq));
-      continue;
+    for (uint64_t seq : recv_acks(st)) {
+      auto it = lent_.find(seq);
+      if (it == lent_.end()) {
+        LOOM_LOG(kError, kTransport, "ack for segment %llu, which is not lent",
+                 static_cast<unsigned long long>(seq));
+        continue;
+      }
+      mem_->release(it->second);
+      lent_.erase(it);
+      n_lent_.fetch_sub(1, std::memory_order_release);
     }
-    mem_->release(it->second);
-    lent_.erase(it);
-    n_lent_.fetch_sub(1, std::memory_order_release);
   }
+}
+
+std::vector<uint64_t> Rendezvous::recv_acks(const MPI_Status& probed) {
+  int n = 0;
+  PMPI_Get_count(&probed, MPI_UINT64_T, &n);
+  std::vector<uint64_t> seqs(static_cast<size_t>(std::max(n, 0)));
+  PMPI_Recv(seqs.data(), n, MPI_UINT64_T, probed.MPI_SOURCE, kAckTag, ctrl_, MPI_STATUS_IGNORE);
+  return seqs;
 }
 
 void Rendezvous::shutdown() {
@@ -461,8 +499,7 @@ void Rendezvous::shutdown() {
     MPI_Status st;
     PMPI_Iprobe(MPI_ANY_SOURCE, kAckTag, ctrl_, &flag, &st);
     if (!flag) break;
-    uint64_t seq;
-    PMPI_Recv(&seq, 1, MPI_UINT64_T, st.MPI_SOURCE, kAckTag, ctrl_, MPI_STATUS_IGNORE);
+    recv_acks(st);
   }
   PMPI_Comm_free(&ctrl_);
   PMPI_Comm_free_keyval(&keyval_);

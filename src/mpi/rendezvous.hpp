@@ -70,8 +70,8 @@ class Rendezvous {
                                             bool host_mode);
   ~Rendezvous();
 
-  // World rank of `rank` of comm when it is another process of this node
-  // (the method needs shared memory between them); -1 otherwise.
+  // World rank of `rank` of comm when it is a process of this node, this
+  // one included (the method needs shared memory between them); -1 otherwise.
   int peer_on_node(MPI_Comm comm, int rank);
 
   // The device method is on (memory is lent); pipelined chunks are on.
@@ -122,6 +122,8 @@ class Rendezvous {
   Result<const void*> open(const Header& h);
   // Receiver: done reading h's segment; the sender may reuse it.
   void ack(const Header& h);
+  // The same for many, in one message a sender (segments).
+  void ack_all(const std::vector<const Header*>& hs);
   // Receiver: a receive into n bytes at p was truncated by the MPI; when
   // they begin with a header of this job, its segment is acked.
   void ack_if_truncated_header(const void* p, size_t n);
@@ -139,6 +141,8 @@ class Rendezvous {
  private:
   Rendezvous() = default;
   const std::vector<int>* world_ranks(MPI_Comm comm);
+  // Receives the acks (sequence numbers) of the message `probed` found.
+  std::vector<uint64_t> recv_acks(const MPI_Status& probed);
 
   MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
   int keyval_ = MPI_KEYVAL_INVALID;

@@ -125,8 +125,10 @@ void pull_together(const std::vector<Landed>& landed) {
   phase.emplace(stats::kAck);
   if (!s.is_ok())
     LOOM_LOG(kError, kTransport, "device-method receives failed: %s", s.message().c_str());
+  std::vector<const Header*> acks;  // the senders' memory is free either way
+  for (const Pull& p : pulls) acks.push_back(&p.h);
+  rv->ack_all(acks);
   for (Pull& p : pulls) {
-    rv->ack(p.h);  // the senders' memory is free either way
     PendingOp& op = *p.at.op;
     op.finished_rc =
         s.is_ok() ? settle(p.h, static_cast<uint64_t>(op.msg.bytes), *p.at.st) : MPI_ERR_OTHER;
