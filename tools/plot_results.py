@@ -216,6 +216,8 @@ def plot_ddtbench(plt, header, rows, title):
         style = dict(color="gray", alpha=0.6) if label.startswith("D2D") else dict(color=f"C{i}")
         ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=label, **style)
     ax.set_yscale("log")
+    top = max((y for _, ys in series for y in ys), default=1)
+    ax.set_ylim(top=top * 8)  # room for the legend above the bars
     ax.set_ylabel("GB/s of packed data (higher is better)", fontsize=9)
     ax.set_title("pack and unpack on device memory vs the device-to-device copy of the packed "
                  "bytes and the naive path", fontsize=9)
@@ -223,7 +225,7 @@ def plot_ddtbench(plt, header, rows, title):
     ax.set_xticklabels([f"{n}\n{size_name(p)}" for n, p in zip(names, packed)], rotation=45,
                        ha="right", fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, ncol=5)
+    ax.legend(fontsize=7, ncol=5, loc="upper left")
     if pp:
         ax = axes.flat[1]
         ps = [("Loom ping-pong", "pingpong_us"), ("contiguous (same bytes)", "contiguous_us"),
@@ -234,12 +236,14 @@ def plot_ddtbench(plt, header, rows, title):
             ys = [number(r[col]) or float("nan") for r in rows]
             ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=label, color=f"C{i + 5}")
         ax.set_yscale("log")
+        top = max((number(r[c]) or 0 for r in rows for _, c in ps), default=1)
+        ax.set_ylim(top=top * 8)
         ax.set_ylabel("one-way time (µs, lower is better)", fontsize=9)
         ax.set_title("ping-pong of one element between 2 ranks", fontsize=9)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=7, ncol=3)
+        ax.legend(fontsize=7, ncol=3, loc="upper left")
     fig.suptitle(title, fontsize=10)
     return fig
 
