@@ -79,7 +79,7 @@ const char* kUsage =
     "examples:\n"
     "  mpirun -np 2 loom-measure                       # both ranks on this node\n"
     "  mpirun -np 2 --host a,b loom-measure            # then across two nodes\n"
-    "  mpirun -np 2 loom-measure --quick --out /tmp/p.txt\n";
+    "  mpirun -np 2 loom-measure --quick --out profile.txt\n";
 
 std::string utc_now() {
   char b[32];
