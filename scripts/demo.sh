@@ -50,26 +50,54 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_MPI=openmpi -D
 cmake --build "$build" --target loom-halo
 
 np=${LOOM_DEMO_NP:-2}
-# Ranks sharing a GPU need MPS, or the GPU time-slices between them.
+mpirun=mpirun
+command -v mpirun.openmpi >/dev/null && mpirun=mpirun.openmpi  # the MPI Loom was built for
+# Ranks sharing a GPU need MPS, or the GPU time-slices between them (every
+# message would then cost ~150 us). Started here only if none runs; stopped
+# at the end (also on an error or Ctrl-C) only if started here.
 mps_started=0
-if [ "$gpus" -lt "$np" ] && command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-  if ! echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
+stop_mps() {
+  if [ $mps_started -eq 1 ]; then
+    echo "loom demo: stopping MPS"
+    echo quit | nvidia-cuda-mps-control || true
+    mps_started=0
+  fi
+}
+trap stop_mps EXIT
+trap 'exit 130' INT TERM
+if [ "$gpus" -lt "$np" ]; then
+  if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
+    echo "loom demo: $np ranks share $gpus GPU(s) and there is no nvidia-cuda-mps-control:" \
+      "the GPU time-slices between them, the times show that"
+  elif ! echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1; then
     nvidia-cuda-mps-control -d
     mps_started=1
-    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    # The control daemon answers once it is up.
+    for _ in $(seq 50); do
+      echo get_server_list | nvidia-cuda-mps-control >/dev/null 2>&1 && break
+      sleep 0.1
+    done
     echo "loom demo: $np ranks share $gpus GPU(s): MPS started (stopped at the end)"
+  else
+    echo "loom demo: $np ranks share $gpus GPU(s): MPS already running"
   fi
 fi
 
 mkdir -p "$build/demo"
 csv=$build/demo/halo-np$np.csv
-echo "loom demo: mpirun -np $np loom-halo --nx 64 --ny 64 --nz 32 --q 8 --r 3 $*"
-mpirun -np "$np" --oversubscribe --bind-to none "$build/tools/loom-halo" \
-  --nx 64 --ny 64 --nz 32 --q 8 --r 3 --csv "$csv" "$@"
-if python3 tools/plot_results.py "$csv"; then
-  echo "loom demo: table in $csv, plot in ${csv%.csv}.png"
-else
-  echo "loom demo: table in $csv (no plot: matplotlib missing)"
+echo "loom demo: $mpirun -np $np loom-halo --nx 64 --ny 64 --nz 32 --q 8 --r 3 --csv $csv $*"
+rc=0
+"$mpirun" -np "$np" --oversubscribe --bind-to none "$build/tools/loom-halo" \
+  --nx 64 --ny 64 --nz 32 --q 8 --r 3 --csv "$csv" "$@" || rc=$?
+if [ $rc -ne 0 ]; then
+  echo "loom demo: loom-halo failed (exit $rc; 77: no usable GPU on some rank)"
+  exit $rc
 fi
-[ $mps_started -eq 1 ] && echo "loom demo: stopping MPS"
+prc=0
+python3 tools/plot_results.py "$csv" || prc=$?
+case $prc in
+  0) echo "loom demo: table in $csv, plot in ${csv%.csv}.png" ;;
+  77) echo "loom demo: table in $csv (no plot: python3 has no matplotlib)" ;;
+  *) echo "loom demo: table in $csv (the plot failed, exit $prc)" ;;
+esac
 exit 0

@@ -9,6 +9,8 @@
 // the median over iterations of the slowest rank's time.
 #include "bench_coll.hpp"
 
+#include "cli.hpp"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -202,6 +204,7 @@ int bench_coll(bool quick, const char* csv_path) {
 
   // Alltoall: `per` bytes to and from each peer.
   for (size_t per = 1024; per <= top; per *= 4) {
+    cli::progress("loom-bench", "coll: Alltoall, %zu bytes a peer", per);
     Bufs b(per * n, per * n);
     const int c = static_cast<int>(per);
     Row row{"Alltoall", per * n, 0, 0, 0, 0, 0, static_cast<double>(per * n) * n / rate};
@@ -230,6 +233,8 @@ int bench_coll(bool quick, const char* csv_path) {
   for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
     const int count = static_cast<int>(bytes / sizeof(float));
     const int reps = reps_for(bytes);
+    cli::progress("loom-bench", "coll: Allreduce, Bcast, Allgather, Reduce_scatter, %zu bytes",
+                  bytes);
     {
       Bufs b(bytes, bytes);
       Row row{"Allreduce float sum", bytes, 0, 0, 0, 0, 0, static_cast<double>(bytes) * n / rate};

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "pack/gpu_engine.hpp"
 #include "pack/layout.hpp"
 #include "type/canonical.hpp"
@@ -464,9 +465,21 @@ void run_latency(Bench& b) {
   CK(cudaFree(p));
 }
 
+const char* kUsage =
+    "usage: loom-bench-gpu [--quick] [--only SUBSTRING]\n"
+    "  Loom's GPU pack and unpack kernels on one GPU beside the device-to-device copy\n"
+    "  bound, cudaMemcpy2D/3D and per-block copies; prints Markdown tables.\n"
+    "  --quick           fewer repetitions\n"
+    "  --only SUBSTRING  only the cases whose name holds SUBSTRING\n"
+    "  -h, --help        this text\n"
+    "example:\n"
+    "  loom-bench-gpu --only 3D\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace cli = loom::tools::cli;
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
   Options opt;
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += std::string(i ? " " : "") + argv[i];
@@ -475,11 +488,11 @@ int main(int argc, char** argv) {
       opt.quick = true;
       opt.budget_s = 0.04;
       opt.max_reps = 51;
-    } else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) {
+    } else if (!std::strcmp(argv[i], "--only")) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--only needs a value");
       opt.only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--only SUBSTRING]\n", argv[0]);
-      return 2;
+      return cli::usage_error("loom-bench-gpu", std::string("unknown option ") + argv[i]);
     }
   }
   if (!loom::pack::gpu_available()) {

@@ -7,6 +7,8 @@
 // Run with 2 ranks (one GPU each, or sharing one).
 #include "bench_pingpong.hpp"
 
+#include "cli.hpp"
+
 #include <mpi.h>
 
 #include <cstdio>
@@ -294,6 +296,7 @@ int bench_pingpong(bool quick) {
     const size_t span = static_cast<size_t>(tlb + textent + (c.count - 1) * extent);
     const size_t packed = static_cast<size_t>(size) * static_cast<size_t>(c.count);
     const int reps = quick ? 10 : (packed >= (16u << 20) ? 10 : packed >= (1u << 20) ? 30 : 100);
+    cli::progress("loom-bench", "pingpong: %s, %zu bytes", c.name.c_str(), packed);
     void* dev = nullptr;
     cudaMalloc(&dev, span);
     cudaMemset(dev, me + 1, span);

@@ -14,6 +14,8 @@
 // benchmark itself, not a measurement.
 #include "bench_stream.hpp"
 
+#include "cli.hpp"
+
 #include <mpi.h>
 
 #include <chrono>
@@ -300,6 +302,7 @@ void halo_table(Setup& x, bool quick) {
   }
   const std::vector<int> ns = quick ? std::vector<int>{8} : std::vector<int>{16, 32, 64, 128};
   for (int n : ns) {
+    cli::progress("loom-bench", "stream: halo, n = %d", n);
     Halo h = make_halo(n);
     const size_t bytes = sizeof(double) * static_cast<size_t>(n + 2) * (n + 2) * (n + 2);
     if (x.emulated) {
@@ -407,6 +410,7 @@ int bench_stream(bool quick) {
   for (size_t n : sizes) {
     const int iters = quick ? 20 : n <= (size_t{1} << 20) ? 200 : 20;
     const int window = n <= (size_t{1} << 20) ? 16 : 4;
+    cli::progress("loom-bench", "stream: ping-pong, %zu bytes", n);
     cpu_driven(x, n, 5);  // warm-ups: pools, layouts, the model's cache
     mpix(x, n, 5, window);
     mpis(x, n, 5, window);

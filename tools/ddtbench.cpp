@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "ddtbench_patterns.hpp"
 #include "transport/memtype.hpp"
 
@@ -130,6 +131,8 @@ struct Options {
   double budget = 0.2;  // seconds of timing per measurement, about
   std::string csv;
   bool pingpong = true;
+  bool quiet = false;
+  bool list = false;
 };
 
 const char* kUsage =
@@ -139,7 +142,15 @@ const char* kUsage =
     "  --budget SECONDS   timing per measurement, about (0.2)\n"
     "  --no-pingpong      only MPI_Pack / MPI_Unpack\n"
     "  --csv FILE         also write the rows to FILE (rank 0)\n"
-    "Without a GPU: LOOM_TEST_HOST_AS_DEVICE=1 (host memory taken for device memory).\n";
+    "  --quiet            no progress lines on stderr (one a pattern otherwise)\n"
+    "  -h, --help         this text\n"
+    "Prints a Markdown table: pack/unpack time of each pattern on device memory\n"
+    "beside the device-to-device copy bound and the naive path, and ping-pong\n"
+    "times; every pattern is checked against the MPI's own MPI_Pack/MPI_Unpack.\n"
+    "Without a GPU: LOOM_TEST_HOST_AS_DEVICE=1 (host memory taken for device memory).\n"
+    "examples:\n"
+    "  mpirun -np 2 loom-ddtbench --csv ddtbench.csv\n"
+    "  LOOM_TEST_HOST_AS_DEVICE=1 loom-ddtbench --patterns nas_lu_x,wrf_x_sa --no-pingpong\n";
 
 bool env_true(const char* name) {
   const char* v = std::getenv(name);
@@ -354,12 +365,20 @@ class Bench {
 std::string parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") return "help";
-    if (a == "--list") return "list";
+    if (a == "--list") {
+      o.list = true;
+      continue;
+    }
     if (a == "--no-pingpong") {
       o.pingpong = false;
       continue;
     }
+    if (a == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    if (a != "--scale" && a != "--budget" && a != "--patterns" && a != "--csv")
+      return "unknown option " + a;
     if (i + 1 >= argc) return a + " needs a value";
     const std::string v = argv[++i];
     char* end = nullptr;
@@ -428,24 +447,11 @@ void report(const std::vector<Row>& rows, const std::string& device, int size, F
   std::fflush(stdout);
 }
 
-int run(int argc, char** argv) {
+int run(const Options& o) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Options o;
-  const std::string bad = parse(argc, argv, o);
-  if (bad == "list") {
-    if (rank == 0)
-      for (const std::string& n : pattern_names()) std::printf("%s\n", n.c_str());
-    return 0;
-  }
-  if (!bad.empty()) {
-    if (rank == 0) {
-      if (bad != "help") std::fprintf(stderr, "loom-ddtbench: %s\n", bad.c_str());
-      std::fputs(kUsage, bad == "help" ? stdout : stderr);
-    }
-    return bad == "help" ? 0 : 2;
-  }
+  tools::cli::enable_progress(rank == 0 && !o.quiet);
 
   const bool fake = env_true("LOOM_TEST_HOST_AS_DEVICE");
   int have = fake;
@@ -492,6 +498,8 @@ int run(int argc, char** argv) {
   std::vector<Row> rows;
   bool ok = true;
   for (const Pattern& p : patterns) {
+    tools::cli::progress("loom-ddtbench", "%s (%.1f MiB buffer)", p.name.c_str(),
+                         static_cast<double>(p.span) / 1048576);
     Row r = bench.run(p);
     // A rank's failure fails the row everywhere.
     int mine = r.failed.empty() ? 0 : 1, any = 0;
@@ -517,8 +525,17 @@ int run(int argc, char** argv) {
 }  // namespace loom::ddt
 
 int main(int argc, char** argv) {
+  namespace cli = loom::tools::cli;
+  if (cli::help_asked(argc, argv)) return cli::print_help(loom::ddt::kUsage);
+  loom::ddt::Options o;
+  if (const std::string bad = loom::ddt::parse(argc, argv, o); !bad.empty())
+    return cli::usage_error("loom-ddtbench", bad);
+  if (o.list) {
+    for (const std::string& n : loom::ddt::pattern_names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
   MPI_Init(&argc, &argv);
-  const int rc = loom::ddt::run(argc, argv);
+  const int rc = loom::ddt::run(o);
   MPI_Finalize();
   return rc;
 }

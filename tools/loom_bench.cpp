@@ -5,7 +5,8 @@
 //   loom-bench pingpong [--quick]  device messages by each method vs the naive baseline (2 ranks)
 //   loom-bench coll [--quick] [--csv F]  collectives on device buffers vs user-level staging
 //   loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs CPU-driven (2 ranks)
-// Output is a Markdown table; docs/ keeps the committed results.
+// Output is a Markdown table; docs/ keeps the committed results. Progress
+// (a line per case or size) goes to stderr unless --quiet.
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "bench_pingpong.hpp"
 #include "bench_stream.hpp"
 #include "classic_types.hpp"
+#include "cli.hpp"
 #include "loom/loom.h"
 #include "timing.hpp"
 #include "transport/memtype.hpp"
@@ -27,6 +29,7 @@
 
 namespace {
 
+namespace cli = loom::tools::cli;
 using loom::tools::median_seconds;
 using loom::tools::reps_for;
 
@@ -59,6 +62,7 @@ int bench_commit(bool quick) {
       if (!r) std::abort();
     };
     int reps = quick ? 101 : 20001;
+    cli::progress("loom-bench", "commit: %s", c.name.c_str());
     double s = median_seconds(once, reps);
     std::printf("| %s | %.2f | %d |\n", c.name.c_str(), s * 1e6, reps);
     MPI_Type_free(&c.t);
@@ -85,6 +89,7 @@ int bench_pack(bool quick) {
   for (const auto& c : loom::tools::classic_types())
     cases.push_back({c.name, c.make(), quick ? std::max(1, c.count / 8) : c.count});
   for (auto& c : cases) {
+    cli::progress("loom-bench", "pack: %s", c.name.c_str());
     loom_type_commit(c.t);
     MPI_Aint lb, ext;
     int size;
@@ -185,6 +190,7 @@ int bench_passthrough(bool quick) {
       "|---|---:|---:|---:|\n",
       rank);
   for (auto& c : cases) {
+    cli::progress("loom-bench", "passthrough: %s", c.name);
     auto loom_batch = [&] {
       for (int i = 0; i < batch; ++i) c.loom();
     };
@@ -199,22 +205,50 @@ int bench_passthrough(bool quick) {
   return 0;
 }
 
+const char* kUsage =
+    "usage: [mpirun -np N] loom-bench BENCHMARK [--quick] [--quiet] [--csv FILE]\n"
+    "  Puts Loom beside its baselines in one run; prints a Markdown table.\n"
+    "benchmarks:\n"
+    "  commit       translate + canonicalise time per datatype (1 rank)\n"
+    "  pack         host pack/unpack throughput vs MPI_Pack/MPI_Unpack (1 rank)\n"
+    "  passthrough  what Loom adds to calls on host buffers (1 rank)\n"
+    "  pingpong     device messages by each method, auto and the model's predictions\n"
+    "               vs the naive path and NCCL (2 ranks, GPU)\n"
+    "  coll         collectives on device buffers vs user-level staging (N ranks, GPU)\n"
+    "  stream       stream-enqueued ping-pong and halo (MPIX, MPIS) vs CPU-driven (2 ranks)\n"
+    "options:\n"
+    "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
+    "  --quiet      no progress lines on stderr\n"
+    "  --csv FILE   coll: also write the rows to FILE (rank 0)\n"
+    "  -h, --help   this text\n"
+    "examples:\n"
+    "  loom-bench pack --quick\n"
+    "  mpirun -np 4 loom-bench coll --csv coll.csv\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* cmds[] = {"commit", "pack", "passthrough", "pingpong", "coll", "stream"};
-  if (argc < 2 || std::none_of(std::begin(cmds), std::end(cmds),
-                               [&](const char* c) { return std::strcmp(argv[1], c) == 0; })) {
-    std::fprintf(stderr,
-                 "usage: loom-bench commit|pack|passthrough|pingpong|coll|stream [--quick] "
-                 "[--csv FILE]\n");
-    return 2;
-  }
-  bool quick = false;
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
+  if (argc < 2) return cli::usage_error("loom-bench", "which benchmark? (commit, pack, ...)");
+  if (argv[1][0] == '-')
+    return cli::usage_error("loom-bench", std::string("unknown option ") + argv[1]);
+  if (std::none_of(std::begin(cmds), std::end(cmds),
+                   [&](const char* c) { return std::strcmp(argv[1], c) == 0; }))
+    return cli::usage_error("loom-bench", std::string("unknown benchmark ") + argv[1]);
+  bool quick = false, quiet = false;
   const char* csv = nullptr;
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    if (std::strcmp(argv[i], "--csv") == 0 && i + 1 < argc) csv = argv[++i];
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--quiet") == 0) {
+      quiet = true;
+    } else if (std::strcmp(argv[i], "--csv") == 0) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench", "--csv needs a file name");
+      csv = argv[++i];
+    } else {
+      return cli::usage_error("loom-bench", std::string("unknown option ") + argv[i]);
+    }
   }
   // stream: Loom's progress thread calls the MPI beside the main thread
   // (the other benchmarks keep the MPI's single-threaded mode).
@@ -224,6 +258,9 @@ int main(int argc, char** argv) {
   else
     MPI_Init(&argc, &argv);
   loom_init();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  cli::enable_progress(rank == 0 && !quiet);
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick)

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "fuzz_check.hpp"
 #include "loom/loom.h"
 #include "random_types.hpp"
@@ -37,30 +38,38 @@ struct Args {
   bool gpu = false;
   bool shrink = true;
   bool verbose = false;  // each type before the MPI packs it (crashes inside the MPI)
+  bool quiet = false;    // no progress counter
   int max_failures = 5;
   std::string save;    // append regression lines here
   std::string replay;  // check the lines of this file instead
   std::string inject;  // self-test: corrupt types holding this constructor
 };
 
-void usage() {
-  std::printf(
-      "usage: [mpirun -np N] loom-fuzz [options]\n"
-      "  --seed S          first type's seed (type i has seed S+i; default 1)\n"
-      "  --count N         types to check, all ranks together (default 1000,\n"
-      "                    or unlimited with --minutes)\n"
-      "  --minutes M       stop after M minutes\n"
-      "  --depth D         constructors nested at most D deep (default 5)\n"
-      "  --gpu             also the GPU engine (needs a CUDA build and a GPU)\n"
-      "  --no-shrink       print failures as found\n"
-      "  --max-failures K  stop after K failures per rank (default 5)\n"
-      "  --save FILE       append each shrunk failure to FILE as a regression line\n"
-      "  --replay FILE     check the regression lines of FILE (`<count> <type>`)\n"
-      "  --inject OP       self-test: corrupt Loom's bytes for types using OP\n"
-      "  --verbose         print each type before it is checked\n");
-}
+const char* kUsage =
+    "usage: [mpirun -np N] loom-fuzz [options]\n"
+    "  --seed S          first type's seed (type i has seed S+i; default 1)\n"
+    "  --count N         types to check, all ranks together (default 1000,\n"
+    "                    or unlimited with --minutes)\n"
+    "  --minutes M       stop after M minutes\n"
+    "  --depth D         constructors nested at most D deep (default 5)\n"
+    "  --gpu             also the GPU engine (needs a CUDA build and a GPU)\n"
+    "  --no-shrink       print failures as found\n"
+    "  --max-failures K  stop after K failures per rank (default 5)\n"
+    "  --save FILE       append each shrunk failure to FILE as a regression line\n"
+    "  --replay FILE     check the regression lines of FILE (`<count> <type>`)\n"
+    "  --inject OP       self-test: corrupt Loom's bytes for types using OP\n"
+    "  --verbose         print each type before it is checked\n"
+    "  --quiet           no progress counter on stderr (every 10 s otherwise)\n"
+    "  -h, --help        this text\n"
+    "Prints a summary line (and a line per failure, shrunk) on stdout; exits 1 on a\n"
+    "failure.\n"
+    "examples:\n"
+    "  mpirun -np 2 loom-fuzz --count 1000000\n"
+    "  mpirun -np 2 loom-fuzz --minutes 30 --gpu\n"
+    "  loom-fuzz --replay tests/fuzz/regressions.txt\n";
 
-bool parse_args(int argc, char** argv, Args* a) {
+// "" when fine, else what is wrong.
+std::string parse_args(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto val = [&](const char** out) {
@@ -75,6 +84,8 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->verbose = true;
     } else if (k == "--no-shrink") {
       a->shrink = false;
+    } else if (k == "--quiet") {
+      a->quiet = true;
     } else if (k == "--seed" && val(&v)) {
       a->seed = std::strtoull(v, nullptr, 10);
     } else if (k == "--count" && val(&v)) {
@@ -91,12 +102,16 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->replay = v;
     } else if (k == "--inject" && val(&v)) {
       a->inject = v;
+    } else if (k == "--seed" || k == "--count" || k == "--minutes" || k == "--depth" ||
+               k == "--max-failures" || k == "--save" || k == "--replay" || k == "--inject") {
+      return k + " needs a value";
     } else {
-      return false;
+      return "unknown option " + k;
     }
   }
   if (a->count < 0) a->count = a->minutes > 0 ? INT64_MAX : 1000;
-  return a->depth >= 1 && a->depth <= 8;
+  if (a->depth < 1 || a->depth > 8) return "--depth must be 1..8";
+  return "";
 }
 
 bool holds_op(const TypeNode& n, const std::string& op) {
@@ -370,16 +385,11 @@ int replay(const Args& a, const loom::fuzz::CheckOptions& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace cli = loom::tools::cli;
   Args a;
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      usage();
-      return 0;
-    }
-  if (!parse_args(argc, argv, &a)) {
-    usage();
-    return 2;
-  }
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
+  if (const std::string bad = parse_args(argc, argv, &a); !bad.empty())
+    return cli::usage_error("loom-fuzz", bad);
   MPI_Init(&argc, &argv);
   loom_init();
   // Shrinking builds types the MPI may refuse: errors come back as codes.
@@ -415,8 +425,20 @@ int main(int argc, char** argv) {
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(a.minutes * 60.0));
   int64_t types = 0, failures = 0, depth_hist[9] = {};
+  cli::enable_progress(rank == 0 && !a.quiet);
+  auto next_report = t0 + std::chrono::seconds(10);
   for (int64_t i = rank; i < a.count; i += nranks) {
-    if (a.minutes > 0 && (types & 63) == 0 && Clock::now() >= deadline) break;
+    if ((types & 63) == 0) {
+      const auto now = Clock::now();
+      if (a.minutes > 0 && now >= deadline) break;
+      if (now >= next_report) {
+        const double s = std::chrono::duration<double>(now - t0).count();
+        cli::progress("loom-fuzz", "rank 0: %lld types, %.0f types/s, %lld failures, %.0f s",
+                      static_cast<long long>(types), types / s, static_cast<long long>(failures),
+                      s);
+        next_report = now + std::chrono::seconds(10);
+      }
+    }
     const uint64_t seed = a.seed + static_cast<uint64_t>(i);
     loom::test::RandomTypes gen(seed, ropt);
     const int depth = 1 + static_cast<int>(seed % static_cast<uint64_t>(a.depth));

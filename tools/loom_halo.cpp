@@ -22,9 +22,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
 #include "halo_device.hpp"
 #include "halo_grid.hpp"
 #include "loom/loom.h"
@@ -53,6 +55,7 @@ struct Options {
   std::vector<std::string> methods = {"auto", "device", "oneshot", "staged"};
   std::string csv;
   bool corrupt = false;
+  bool quiet = false;
 };
 
 const char* kUsage =
@@ -68,7 +71,14 @@ const char* kUsage =
     "  --csv FILE             also write the rows to FILE (rank 0)\n"
     "  --corrupt              test the verifier: change one halo cell after each mode;\n"
     "                         passes only if every mode reports exactly that cell\n"
-    "Without a GPU: LOOM_TEST_HOST_AS_DEVICE=1 (host memory taken for device memory).\n";
+    "  --quiet                no progress lines on stderr (one a mode otherwise)\n"
+    "  -h, --help             this text\n"
+    "Prints a Markdown table: time per exchange of each mode, its speed-up over naive\n"
+    "staging and its time over the hand-packed reference; exits 1 if a halo is wrong.\n"
+    "Without a GPU: LOOM_TEST_HOST_AS_DEVICE=1 (host memory taken for device memory).\n"
+    "examples:\n"
+    "  mpirun -np 2 loom-halo --nx 128 --ny 128 --nz 128 --q 4 --r 2 --csv halo.csv\n"
+    "  LOOM_TEST_HOST_AS_DEVICE=1 mpirun -np 4 loom-halo --iters 5 --methods auto\n";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -82,8 +92,8 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Parses argv into o; on a bad argument returns its message ("" when fine,
-// "help" for --help).
+// Parses argv into o (before MPI_Init); on a bad argument returns its
+// message, "" when fine.
 std::string parse(int argc, char** argv, Options& o) {
   auto number = [](const char* s, int lo, int& out) {
     char* end = nullptr;
@@ -94,11 +104,15 @@ std::string parse(int argc, char** argv, Options& o) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") return "help";
-    if (a == "--corrupt") {
-      o.corrupt = true;
+    if (a == "--corrupt" || a == "--quiet") {
+      (a == "--corrupt" ? o.corrupt : o.quiet) = true;
       continue;
     }
+    static const char* const kValued[] = {"--nx",      "--ny",    "--nz",     "--q",
+                                          "--r",       "--iters", "--warmup", "--modes",
+                                          "--methods", "--alloc", "--csv"};
+    if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
+      return "unknown option " + a;
     if (i + 1 >= argc) return a + " needs a value";
     const char* v = argv[++i];
     bool ok = true;
@@ -439,19 +453,11 @@ void report(const std::vector<Row>& rows, const Halo& h, const Options& o, int s
   std::fflush(stdout);
 }
 
-int run(int argc, char** argv) {
+int run(const Options& o) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Options o;
-  const std::string bad = parse(argc, argv, o);
-  if (!bad.empty()) {
-    if (rank == 0) {
-      if (bad != "help") std::fprintf(stderr, "loom-halo: %s\n", bad.c_str());
-      std::fputs(kUsage, bad == "help" ? stdout : stderr);
-    }
-    return bad == "help" ? 0 : 2;
-  }
+  tools::cli::enable_progress(rank == 0 && !o.quiet);
 
   // The device: host memory in Loom's test mode, else this rank's GPU.
   std::unique_ptr<Device> dev;
@@ -490,6 +496,7 @@ int run(int argc, char** argv) {
     for (const std::string& mode : o.modes) {
       if (mode != "loom") {
         Row row{mode, "", -1, false, ""};
+        tools::cli::progress("loom-halo", "mode %s", mode.c_str());
         if (mode == "naive") h.run(row, [&] { h.naive_step(); });
         if (mode == "hand") h.run(row, [&] { h.hand_step(); });
         if (mode == "neighbor") h.run(row, [&] { h.neighbor_step(); });
@@ -510,6 +517,7 @@ int run(int argc, char** argv) {
         if (any) {
           row.note = "unavailable";
         } else {
+          tools::cli::progress("loom-halo", "mode loom, method %s", m.c_str());
           h.run(row, [&] { h.loom_step(); });
         }
         rows.push_back(row);
@@ -534,16 +542,21 @@ int run(int argc, char** argv) {
 }  // namespace loom::halo
 
 int main(int argc, char** argv) {
-  // Pick the GPU before MPI_Init where the launcher tells the local rank,
-  // so that anything started at MPI_Init lives on it; run() picks again
-  // from the communicator (same answer) where none does.
+  namespace cli = loom::tools::cli;
+  if (cli::help_asked(argc, argv)) return cli::print_help(loom::halo::kUsage);
+  loom::halo::Options o;
+  if (const std::string bad = loom::halo::parse(argc, argv, o); !bad.empty())
+    return cli::usage_error("loom-halo", bad);
+    // Pick the GPU before MPI_Init where the launcher tells the local rank,
+    // so that anything started at MPI_Init lives on it; run() picks again
+    // from the communicator (same answer) where none does.
 #ifdef LOOM_HAVE_CUDA
   const int local = loom::halo::local_rank_from_env();
   if (local >= 0 && !loom::halo::env_true("LOOM_TEST_HOST_AS_DEVICE"))
     loom::halo::select_cuda_device(local);
 #endif
   MPI_Init(&argc, &argv);
-  const int rc = loom::halo::run(argc, argv);
+  const int rc = loom::halo::run(o);
   MPI_Finalize();
   return rc;
 }

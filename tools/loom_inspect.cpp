@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "classic_types.hpp"
+#include "cli.hpp"
 #include "loom/loom.h"
 #include "timing.hpp"
 #include "util/knobs.hpp"
@@ -39,14 +40,23 @@ std::pair<double, double> pack_seconds(MPI_Datatype t, int count, const std::vec
   return loom::tools::median_pair(mpi, loom, loom::tools::reps_for(once));
 }
 
+const char* kUsage =
+    "usage: loom-inspect [--config]\n"
+    "  Prints what Loom makes of classic datatypes (IR, canonical form, kernel\n"
+    "  layout) and its host pack throughput beside MPI_Pack, as a Markdown table.\n"
+    "  --config    every LOOM_* setting with its default, its value here and meaning\n"
+    "  -h, --help  this text\n"
+    "example:\n"
+    "  loom-inspect --config\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace cli = loom::tools::cli;
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
+  if (argc > 2) return cli::usage_error("loom-inspect", std::string("unexpected ") + argv[2]);
   if (argc > 1 && std::strcmp(argv[1], "--config") == 0) return print_config();
-  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::printf("usage: loom-inspect [--config]\n");
-    return 0;
-  }
+  if (argc > 1) return cli::usage_error("loom-inspect", std::string("unknown option ") + argv[1]);
   MPI_Init(&argc, &argv);
   loom_init();
   std::printf("Loom %d.%d: canonical forms and host pack throughput of classic datatypes\n\n",

@@ -1,7 +1,7 @@
 // loom-measure: measures on this machine every term of Loom's cost model
 // (src/model/cost.hpp) and writes the system profile the runtime reads.
 //
-//   mpirun -np 2 loom-measure [--quick] [--out PATH]
+//   mpirun -np 2 loom-measure [--quick] [--quiet] [--out PATH]
 //
 // Two ranks, one GPU each or sharing one. Run once with both ranks on one
 // node (mpi_on_node, ipc_copy, Loom's overheads) and, where there are
@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli.hpp"
 #include "measure.hpp"
 #include "model/cost.hpp"
 #include "model/profile.hpp"
@@ -38,7 +39,7 @@ namespace model = loom::model;
 
 struct Args {
   bool quick = false;
-  bool help = false;
+  bool quiet = false;
   std::string out;
   std::string error;
 };
@@ -48,24 +49,37 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) {
       a.quick = true;
-    } else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
+    } else if (!std::strcmp(argv[i], "--quiet")) {
+      a.quiet = true;
+    } else if (!std::strcmp(argv[i], "--out")) {
+      if (i + 1 >= argc) {
+        a.error = "--out needs a path";
+        break;
+      }
       a.out = argv[++i];
-    } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      a.help = true;
     } else {
-      a.error = std::string("unknown argument ") + argv[i];
+      a.error = std::string("unknown option ") + argv[i];
+      break;
     }
   }
   return a;
 }
 
 const char* kUsage =
-    "usage: mpirun -np 2 loom-measure [--quick] [--out PATH]\n"
+    "usage: mpirun -np 2 loom-measure [--quick] [--quiet] [--out PATH]\n"
     "  Measures the terms of Loom's cost model on this machine and writes the profile\n"
     "  (default: the path the runtime looks up for this GPU and MPI; LOOM_PROFILE or\n"
     "  LOOM_CACHE_DIR move it). Terms already in that profile that this run does not\n"
-    "  measure are kept: run once on one node and once across two nodes.\n"
-    "  --quick  coarse grid up to 1 MiB, few repetitions (seconds; for tests)\n";
+    "  measure are kept: run once on one node and once across two nodes. Prints the\n"
+    "  LogGOP fits and the model's predictions; a line per term on stderr meanwhile.\n"
+    "  --quick     coarse grid up to 1 MiB, few repetitions (seconds; for tests)\n"
+    "  --quiet     no progress lines\n"
+    "  --out PATH  write the profile there instead\n"
+    "  -h, --help  this text\n"
+    "examples:\n"
+    "  mpirun -np 2 loom-measure                       # both ranks on this node\n"
+    "  mpirun -np 2 --host a,b loom-measure            # then across two nodes\n"
+    "  mpirun -np 2 loom-measure --quick --out profile.txt\n";
 
 std::string utc_now() {
   char b[32];
@@ -144,26 +158,28 @@ void print_report(const model::Profile& p, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  namespace cli = loom::tools::cli;
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
+  const Args args = parse(argc, argv);
+  if (!args.error.empty()) return cli::usage_error("loom-measure", args.error);
   MPI_Init(&argc, &argv);
   int rank = 0, size = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
-  const Args args = parse(argc, argv);
-  if (args.help || !args.error.empty() || size != 2) {
+  if (size != 2) {
     if (rank == 0) {
-      if (!args.error.empty()) std::fprintf(stderr, "loom-measure: %s\n", args.error.c_str());
-      if (size != 2 && !args.help)
-        std::fprintf(stderr, "loom-measure: needs exactly 2 MPI ranks, got %d\n", size);
-      std::fputs(kUsage, args.help ? stdout : stderr);
+      std::fprintf(stderr, "loom-measure: needs exactly 2 MPI ranks, got %d\n", size);
+      std::fputs(kUsage, stderr);
     }
     MPI_Finalize();
-    return args.help ? 0 : 2;
+    return 2;
   }
 
   m::Ctx c;
   c.rank = rank;
   c.peer = 1 - rank;
   c.quick = args.quick;
+  c.quiet = args.quiet;
   c.grid = m::Grid::make(args.quick);
   c.reps = m::Reps::make(args.quick);
   const bool test_mode = loom::knob_true(loom::knobs().test_host_as_device);

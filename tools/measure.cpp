@@ -127,7 +127,7 @@ std::string size_str(double bytes) {
 }
 
 void progress(const Ctx& c, const std::string& term, const std::string& what, double t0_us) {
-  if (c.rank != 0) return;
+  if (c.rank != 0 || c.quiet) return;
   std::fprintf(stderr, "loom-measure: %-16s %-52s %7.2f s\n", term.c_str(), what.c_str(),
                (now_us() - t0_us) * 1e-6);
   std::fflush(stderr);

@@ -80,6 +80,7 @@ struct Ctx {
   bool loom_device = false;  // Loom treats our buffers as device memory (GPU or test mode)
   bool on_node = true;       // both ranks share a node
   bool quick = false;
+  bool quiet = false;  // no progress lines
   Grid grid;
   Reps reps;
 };

@@ -9,7 +9,7 @@
 //        then a small ack; bytes per second over the windows
 // Each row: label,test,type,bytes,value (µs or GB/s) on stdout (rank 0).
 //   mpirun -np 2 loom-p2p --label NAME [--tests lat,bw] [--type contig|vector]
-//          [--naive] [--window 64] [--max BYTES] [--quick]
+//          [--naive] [--window 64] [--max BYTES] [--quick] [--quiet]
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -20,7 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "cli.hpp"
+
 namespace {
+
+namespace cli = loom::tools::cli;
 
 struct Options {
   std::string label = "mpi";
@@ -31,7 +35,26 @@ struct Options {
   size_t max_bytes = size_t{16} << 20;
   size_t max_bw = size_t{256} << 20;
   bool quick = false;
+  bool quiet = false;
 };
+
+const char* kUsage =
+    "usage: mpirun -np 2 loom-p2p [options]\n"
+    "  Point-to-point latency and bandwidth on device buffers, as a plain MPI program\n"
+    "  (no Loom inside): run it on a CUDA-aware MPI, under Loom (loomrun / LD_PRELOAD)\n"
+    "  or with --naive. Prints CSV rows label,test,type,bytes,value (us or GB/s).\n"
+    "  --label L            first column of every row (mpi)\n"
+    "  --tests LIST         lat, bw or lat,bw (both)\n"
+    "  --type contig|vector contiguous bytes, or 8-byte blocks every 16 bytes (contig)\n"
+    "  --naive              copy to pinned host memory, MPI there, copy back\n"
+    "  --window W           messages in flight in the bandwidth test (64)\n"
+    "  --max BYTES          largest message (16 MiB latency, 256 MiB bandwidth)\n"
+    "  --quick              fewer repetitions\n"
+    "  --quiet              no progress lines on stderr (one a size otherwise)\n"
+    "  -h, --help           this text\n"
+    "examples:\n"
+    "  loomrun mpirun -np 2 loom-p2p --label loom > loom.csv\n"
+    "  mpirun -np 2 loom-p2p --label naive --naive --tests lat\n";
 
 void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
@@ -157,10 +180,14 @@ double bandwidth_gbs(const Options& o, int me, size_t bytes, std::vector<void*>&
   return out;
 }
 
-bool parse(int argc, char** argv, Options* o) {
+// "" when fine, else what is wrong.
+std::string parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
+    const bool valued =
+        a == "--label" || a == "--tests" || a == "--type" || a == "--window" || a == "--max";
+    if (valued && i + 1 >= argc) return a + " needs a value";
+    auto next = [&]() -> const char* { return argv[++i]; };
     if (a == "--label") {
       o->label = next();
     } else if (a == "--tests") {
@@ -168,7 +195,9 @@ bool parse(int argc, char** argv, Options* o) {
       o->lat = t.find("lat") != std::string::npos;
       o->bw = t.find("bw") != std::string::npos;
     } else if (a == "--type") {
-      o->vector = std::string(next()) == "vector";
+      const std::string t = next();
+      if (t != "contig" && t != "vector") return "--type takes contig or vector, not " + t;
+      o->vector = t == "vector";
     } else if (a == "--naive") {
       o->naive = true;
     } else if (a == "--window") {
@@ -177,29 +206,33 @@ bool parse(int argc, char** argv, Options* o) {
       o->max_bytes = o->max_bw = std::strtoull(next(), nullptr, 10);
     } else if (a == "--quick") {
       o->quick = true;
+    } else if (a == "--quiet") {
+      o->quiet = true;
     } else {
-      return false;
+      return "unknown option " + a;
     }
   }
-  return true;
+  if (o->max_bytes == 0) return "--max takes a number of bytes";
+  return "";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
+  Options o;
+  if (const std::string bad = parse(argc, argv, &o); !bad.empty())
+    return cli::usage_error("loom-p2p", bad);
   MPI_Init(&argc, &argv);
   int me = 0, n = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  Options o;
-  if (!parse(argc, argv, &o) || n != 2) {
-    if (me == 0)
-      std::fprintf(stderr,
-                   "usage: mpirun -np 2 loom-p2p [--label L] [--tests lat,bw] "
-                   "[--type contig|vector] [--naive] [--window W] [--max BYTES] [--quick]\n");
+  if (n != 2) {
+    if (me == 0) std::fprintf(stderr, "loom-p2p: needs exactly 2 ranks, got %d\n", n);
     MPI_Finalize();
     return 2;
   }
+  cli::enable_progress(me == 0 && !o.quiet);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     if (me == 0) std::fprintf(stderr, "loom-p2p: no GPU\n");
@@ -215,6 +248,7 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&b, o.max_bytes * span_factor), "malloc");
     check(cudaMemset(a, me + 1, o.max_bytes * span_factor), "memset");
     for (size_t bytes = 8; bytes <= o.max_bytes; bytes *= 4) {
+      cli::progress("loom-p2p", "latency, %s, %zu bytes", type, bytes);
       const double us = latency_us(o, me, bytes, a, b);
       if (me == 0) std::printf("%s,lat,%s,%zu,%.2f\n", o.label.c_str(), type, bytes, us);
       std::fflush(stdout);
@@ -224,6 +258,7 @@ int main(int argc, char** argv) {
   }
   if (o.bw) {
     for (size_t bytes = 64 << 10; bytes <= o.max_bw; bytes *= 4) {
+      cli::progress("loom-p2p", "bandwidth, %s, %zu bytes", type, bytes);
       // Every message of a window from (into) one buffer, as osu_bw does.
       void* buf = nullptr;
       check(cudaMalloc(&buf, bytes * span_factor), "malloc");

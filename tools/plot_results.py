@@ -7,9 +7,16 @@
 One PNG per CSV, its kind read from its columns:
   collectives  (loom-bench coll: op,ranks,bytes,<method>...)  time vs bytes, log-log, a panel per op
   point-to-point (loom-p2p: label,test,type,bytes,value)      latency and bandwidth vs bytes, log-log
-  halo         (loom-halo --csv: ...,mode,method,us_per_exchange,...)  speed-up over naive staging
-               and time over the hand-packed reference, bars per mode, a group per grid
+  halo         (loom-halo --csv: ...,mode,method,us_per_exchange,...)  time per exchange, speed-up
+               over naive staging and time over the hand-packed reference, bars per mode,
+               a group per grid
+  ddtbench     (loom-ddtbench --csv: pattern,...,pack_us,d2d_bound_us,...)  pack and unpack
+               speed per pattern beside the device-to-device copy bound and the naive path,
+               and ping-pong times where measured
   other CSVs with a `bytes` column: every numeric column vs bytes, log-log.
+The title names the results page beside the CSV (the .md of the same folder that
+mentions its file name: its heading and date) and the device column, if any.
+--merge NAME plots CSVs of one kind as one figure, NAME.png (the halo grids side by side).
 Exits 77 (a skip to ctest) when matplotlib is missing, 1 when a CSV cannot be read.
 """
 
@@ -17,6 +24,7 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
 from collections import OrderedDict
 
@@ -50,6 +58,8 @@ def kind_of(header):
     h = set(header)
     if {"mode", "method", "us_per_exchange", "naive_over_this"} <= h:
         return "halo"
+    if {"pattern", "packed_bytes", "pack_us", "d2d_bound_us"} <= h:
+        return "ddtbench"
     if {"label", "test", "type", "bytes", "value"} <= h:
         return "p2p"
     if {"op", "ranks", "bytes"} <= h:
@@ -59,10 +69,25 @@ def kind_of(header):
     return None
 
 
-def size_axis(ax):
+def size_name(n):
+    for unit, f in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            v = n / f
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+def size_axis(ax, what="message size"):
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.set_xlabel(what)
+    lo, hi = ax.get_xlim()
+    ticks = [2.0 ** k for k in range(0, 41, 2) if lo <= 2.0 ** k <= hi]
+    if len(ticks) > 8:
+        ticks = ticks[::2]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([size_name(t) for t in ticks], fontsize=8)
+    ax.minorticks_off()
+    ax.grid(True, which="major", alpha=0.3)
 
 
 def plot_coll(plt, header, rows, title):
@@ -88,33 +113,40 @@ def plot_coll(plt, header, rows, title):
         # cut it off rather than squash the measured curves.
         if lowest:
             ax.set_ylim(bottom=min(lowest) / 5)
-        ax.set_ylabel("time (us)")
+        ax.set_ylabel("time (µs, lower is better)")
         ax.set_title(f"{op}, {sel[0]['ranks']} ranks")
     for ax in list(axes.flat)[len(ops):]:
         ax.set_visible(False)
     axes.flat[0].legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
 def plot_p2p(plt, header, rows, title):
-    tests = [t for t in ("lat", "bw") if any(r["test"] == t for r in rows)]
-    fig, axes = plt.subplots(1, len(tests), figsize=(6 * len(tests), 4.2), squeeze=False)
-    for ax, test in zip(axes.flat, tests):
-        sel = [r for r in rows if r["test"] == test]
-        for label, typ in OrderedDict.fromkeys((r["label"], r["type"]) for r in sel):
-            pts = [(number(r["bytes"]), number(r["value"])) for r in sel
-                   if r["label"] == label and r["type"] == typ]
+    panels = [(t, ty) for t in ("lat", "bw") for ty in ("contig", "vector")
+              if any(r["test"] == t and r["type"] == ty for r in rows)]
+    labels = list(OrderedDict.fromkeys(r["label"] for r in rows))
+    colour = {lab: f"C{i}" for i, lab in enumerate(labels)}
+    cols = min(2, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(6.2 * cols, 4.2 * nrows), squeeze=False)
+    for ax, (test, typ) in zip(axes.flat, panels):
+        sel = [r for r in rows if r["test"] == test and r["type"] == typ]
+        for label in labels:
+            pts = [(number(r["bytes"]), number(r["value"])) for r in sel if r["label"] == label]
             pts = sorted((b, v) for b, v in pts if b and v)
             if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=f"{label} ({typ})",
-                        linestyle="-" if typ == "contig" else "--")
-        size_axis(ax)
+                ax.plot(*zip(*pts), marker="o", ms=3, label=label, color=colour[label])
+        size_axis(ax, "message size (data bytes)")
         ax.set_yscale("log")
-        ax.set_ylabel("one-way latency (us)" if test == "lat" else "bandwidth (GB/s)")
-        ax.set_title("latency" if test == "lat" else "bandwidth")
+        ax.set_ylabel("one-way latency (µs, lower is better)" if test == "lat"
+                      else "bandwidth (GB/s, higher is better)")
+        shape = "contiguous" if typ == "contig" else "vector: 8 B blocks, stride 16 B"
+        ax.set_title(f"{'latency' if test == 'lat' else 'bandwidth'}, {shape}", fontsize=10)
         ax.legend(fontsize=8)
-    fig.suptitle(title)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -127,11 +159,16 @@ def plot_halo(plt, header, rows, title):
     grids = list(OrderedDict.fromkeys(
         (r["ranks"], r["nx"], r["ny"], r["nz"], r["q"], r["r"]) for r in timed))
     modes = list(OrderedDict.fromkeys(halo_label(r) for r in timed))
-    fig, axes = plt.subplots(1, 2, figsize=(max(10, 1.6 * len(modes) * len(grids) + 4), 4.5))
+    panels = [("us_per_exchange", "time per exchange (µs, lower is better)")]
+    if any((number(r["naive_over_this"]) or 0) > 0 for r in timed):
+        panels.append(("naive_over_this", "speed-up over naive staging (x, higher is better)"))
+    panels.append(("this_over_hand", "time / hand-packed (x, lower is better)"))
+    # Panels one above the other, a group of bars per grid.
+    width_in = max(7.0, 0.33 * len(modes) * len(grids) + 2.5)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 3.3 * len(panels) + 0.8),
+                             squeeze=False)
     width = 0.8 / max(1, len(modes))
-    panels = (("naive_over_this", "speed-up over naive staging (x)"),
-              ("this_over_hand", "time / hand-packed (x, lower is better)"))
-    for ax, (col, ylabel) in zip(axes, panels):
+    for ax, (col, ylabel) in zip(axes.flat, panels):
         for i, mode in enumerate(modes):
             xs, ys = [], []
             for g, grid in enumerate(grids):
@@ -141,19 +178,73 @@ def plot_halo(plt, header, rows, title):
                     if key == grid and halo_label(r) == mode and v and v > 0:
                         xs.append(g + (i - (len(modes) - 1) / 2) * width)
                         ys.append(v)
-            bars = ax.bar(xs, ys, width, label=mode)
-            ax.bar_label(bars, fmt="%.2g", fontsize=7)
-        ax.axhline(1.0, color="gray", linewidth=0.8)
+            bars = ax.bar(xs, ys, width, label=mode, color=f"C{i}")
+            ax.bar_label(bars, labels=[f"{v:.0f}" if v >= 100 else f"{v:.3g}" for v in ys],
+                         fontsize=6, rotation=90, padding=2)
+        if col != "us_per_exchange":
+            ax.axhline(1.0, color="gray", linewidth=0.8)
         ax.set_xticks(range(len(grids)))
         ax.set_xticklabels([f"{g[0]} ranks\n{g[1]}x{g[2]}x{g[3]}\nq={g[4]} r={g[5]}" for g in grids],
                            fontsize=8)
-        ax.set_ylabel(ylabel)
-        if col == "naive_over_this":
-            ax.set_yscale("log")
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.set_yscale("log")
+        ax.margins(y=0.25)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0].legend(fontsize=8)
-    device = timed[0].get("device", "") if timed else ""
-    fig.suptitle(f"{title} ({device})" if device else title)
+    axes.flat[0].legend(fontsize=7, ncol=min(4, len(modes)), loc="upper left")
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_ddtbench(plt, header, rows, title):
+    names = [r["pattern"] for r in rows]
+    packed = [number(r["packed_bytes"]) or 0 for r in rows]
+
+    def rate(col):  # GB/s of packed bytes
+        return [p / (number(r[col]) * 1e3) if (number(r[col]) or 0) > 0 else 0
+                for p, r in zip(packed, rows)]
+
+    series = [("Loom pack", rate("pack_us")), ("Loom unpack", rate("unpack_us")),
+              ("D2D copy bound", rate("d2d_bound_us")), ("naive pack", rate("naive_pack_us")),
+              ("naive unpack", rate("naive_unpack_us"))]
+    pp = any((number(r.get("pingpong_us", "0")) or 0) > 0 for r in rows)
+    fig, axes = plt.subplots(2 if pp else 1, 1, figsize=(max(10, 0.75 * len(names)), 9 if pp else 4.8),
+                             squeeze=False)
+    ax = axes.flat[0]
+    width = 0.8 / len(series)
+    for i, (label, ys) in enumerate(series):
+        xs = [k + (i - (len(series) - 1) / 2) * width for k in range(len(names))]
+        style = dict(color="gray", alpha=0.6) if label.startswith("D2D") else dict(color=f"C{i}")
+        ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=label, **style)
+    ax.set_yscale("log")
+    top = max((y for _, ys in series for y in ys), default=1)
+    ax.set_ylim(top=top * 8)  # room for the legend above the bars
+    ax.set_ylabel("GB/s of packed data (higher is better)", fontsize=9)
+    ax.set_title("pack and unpack on device memory vs the device-to-device copy of the packed "
+                 "bytes and the naive path", fontsize=9)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([f"{n}\n{size_name(p)}" for n, p in zip(names, packed)], rotation=45,
+                       ha="right", fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=5, loc="upper left")
+    if pp:
+        ax = axes.flat[1]
+        ps = [("Loom ping-pong", "pingpong_us"), ("contiguous (same bytes)", "contiguous_us"),
+              ("naive ping-pong", "naive_pingpong_us")]
+        width = 0.8 / len(ps)
+        for i, (label, col) in enumerate(ps):
+            xs = [k + (i - (len(ps) - 1) / 2) * width for k in range(len(names))]
+            ys = [number(r[col]) or float("nan") for r in rows]
+            ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width, label=label, color=f"C{i + 5}")
+        ax.set_yscale("log")
+        top = max((number(r[c]) or 0 for r in rows for _, c in ps), default=1)
+        ax.set_ylim(top=top * 8)
+        ax.set_ylabel("one-way time (µs, lower is better)", fontsize=9)
+        ax.set_title("ping-pong of one element between 2 ranks", fontsize=9)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=45, ha="right", fontsize=7)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=3, loc="upper left")
+    fig.suptitle(title, fontsize=10)
     return fig
 
 
@@ -173,13 +264,51 @@ def plot_sweep(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "sweep": plot_sweep}
+PLOTS = {"coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+         "sweep": plot_sweep}
+
+
+def page_of(path):
+    """The heading and date of the results page (.md beside the CSV) that names it."""
+    folder = os.path.dirname(path) or "."
+    name = os.path.basename(path)
+    for md in sorted(os.listdir(folder)):
+        if not md.endswith(".md"):
+            continue
+        with open(os.path.join(folder, md), encoding="utf-8") as f:
+            text = f.read()
+        if name not in text:
+            continue
+        lines = text.splitlines()
+        heading = next((l[2:].strip() for l in lines if l.startswith("# ")), md)
+        date = re.search(r"20\d\d-\d\d-\d\d", text)
+        if date and date.group(0) not in heading:
+            heading += f", {date.group(0)}"
+        # The setup in bold that the first mention of the file follows, if any
+        # ("**1 H200, 2 ranks sharing it under MPS**").
+        first = next(i for i, l in enumerate(lines) if name in l)
+        bold = next((re.match(r"\*\*(.+?)\*\*", l) for l in reversed(lines[:first + 1])
+                     if l.startswith("**")), None)
+        return heading + (f"\n{bold.group(1)}" if bold else "")
+    return ""
+
+
+def title_of(paths, rows):
+    """What the figure shows: the page's heading (device, date), the files, the device."""
+    pages = list(OrderedDict.fromkeys(p for p in (page_of(x) for x in paths) if p))
+    stems = ", ".join(os.path.splitext(os.path.basename(x))[0] for x in paths)
+    devices = list(OrderedDict.fromkeys(r["device"] for r in rows if r.get("device")))
+    lines = pages[:1] + [stems + (f" ({', '.join(devices)})" if devices else "")]
+    return "\n".join(lines)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="CSV files or folders of them")
     ap.add_argument("--out", help="folder for the PNGs (default: beside each CSV)")
+    ap.add_argument("--merge", metavar="NAME",
+                    help="plot all the CSVs given (of one kind) as one figure, NAME.png")
     args = ap.parse_args()
     try:
         import matplotlib
@@ -197,23 +326,32 @@ def main():
     if not files:
         print("plot_results: no CSV files in " + " ".join(args.paths))
         return 1
+    groups = [(args.merge, files)] if args.merge else [
+        (os.path.splitext(os.path.basename(f))[0], [f]) for f in files]
     status = 0
-    for path in files:
-        stem = os.path.splitext(os.path.basename(path))[0]
+    for stem, paths in groups:
         try:
-            header, rows = read_rows(path)
-            kind = kind_of(header)
+            header, rows, kind = None, [], None
+            for path in paths:
+                h, r = read_rows(path)
+                k = kind_of(h)
+                if k is None:
+                    print(f"plot_results: {path}: columns not known, skipped")
+                    continue
+                if kind is not None and (k != kind or h != header):
+                    raise ValueError(f"{path}: not of the kind and columns of {paths[0]}")
+                header, kind = h, k
+                rows += r
             if kind is None:
-                print(f"plot_results: {path}: columns not known, skipped")
                 continue
             if not rows:
                 raise ValueError("no rows")
-            fig = PLOTS[kind](plt, header, rows, stem)
+            fig = PLOTS[kind](plt, header, rows, title_of(paths, rows))
         except (OSError, ValueError, KeyError) as e:
-            print(f"plot_results: {path}: {e}", file=sys.stderr)
+            print(f"plot_results: {', '.join(paths)}: {e}", file=sys.stderr)
             status = 1
             continue
-        out_dir = args.out or os.path.dirname(path) or "."
+        out_dir = args.out or os.path.dirname(paths[0]) or "."
         os.makedirs(out_dir, exist_ok=True)
         png = os.path.join(out_dir, stem + ".png")
         fig.tight_layout()
