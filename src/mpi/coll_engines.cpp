@@ -1,5 +1,7 @@
 #include "mpi/coll_engines.hpp"
 
+#include <algorithm>
+
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
 #include "mpi/device_message.hpp"
@@ -94,7 +96,188 @@ bool settle(const Call& c, coll::Outcome o, int* rc) {
   return true;
 }
 
+// The blocks of a v, w or neighbour all-to-all on this rank, as the
+// node engine's exchange takes them.
+struct Blocks {
+  std::vector<coll::Block> out, in;
+  std::vector<TypeRegistry::Entry> keep;  // the types' entries, while in use
+  bool can = true;
+  int64_t bytes = 0;  // sent and received here
+  // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
+  // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
+  void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t) {
+    if (peer == MPI_PROC_NULL || count == 0 || !can) return;
+    TypeRegistry::Entry k;
+    coll::Block b;
+    b.peer = peer;
+    b.part = part(buf ? static_cast<const char*>(buf) + at : nullptr, count, t, &k);
+    if (!b.part.ok() || b.part.msg.bytes == 0) {
+      can = can && b.part.ok();
+      return;
+    }
+    keep.push_back(k);
+    bytes += b.part.msg.bytes;
+    (send ? out : in).push_back(std::move(b));
+  }
+  // The v forms: displacements in extents of t.
+  void add_v(bool send, const void* buf, const std::vector<int>& peers, const int* counts,
+             const int* displs, MPI_Datatype t) {
+    auto e = runtime()->types.lookup(t);
+    if (!e || (!peers.empty() && (!counts || !displs))) {
+      can = false;
+      return;
+    }
+    const int64_t ext = e.value()->info.extent;
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], counts[i], displs[i] * ext, t);
+  }
+  template <class D>
+  void add_w(bool send, const void* buf, const std::vector<int>& peers, const int* counts,
+             const D* displs, const MPI_Datatype* types) {
+    if (!peers.empty() && (!counts || !displs || !types)) {
+      can = false;
+      return;
+    }
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], counts[i], static_cast<int64_t>(displs[i]), types[i]);
+  }
+  // One count and type for every block, one after the other.
+  void add_even(bool send, const void* buf, const std::vector<int>& peers, int count,
+                MPI_Datatype t) {
+    auto e = runtime()->types.lookup(t);
+    if (!e) {
+      can = false;
+      return;
+    }
+    const int64_t ext = e.value()->info.extent;
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], count, static_cast<int64_t>(i) * count * ext, t);
+  }
+};
+
+// The node engine for the v, w and neighbour all-to-alls. Their sizes
+// differ between ranks, so every rank enters the exchange whatever its own
+// (its alltoall is the agreement), and in auto mode a rank whose blocks
+// hold fewer than LOOM_COLL_NODE_MIN bytes declines there.
+bool run_blocks(Call& c, Blocks& b, int* rc) {
+  coll::NodeEnv env;
+  if (!gate(c, INT64_MAX, &env)) return false;
+  if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
+  return settle(c, coll::exchange(env, b.out, b.in, b.can), rc);
+}
+
+std::vector<int> every_rank(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+// The ranks a topology communicator's neighbour collectives receive from
+// and send to, in MPI's order (MPI_PROC_NULL at the edges of a
+// non-periodic grid); false without a topology, or where the engine does
+// not serve it.
+bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests) {
+  int topo = MPI_UNDEFINED;
+  if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
+  if (topo == MPI_CART) {
+    int nd = 0;
+    if (PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS) return false;
+    for (int d = 0; d < nd; ++d) {
+      int lo = MPI_PROC_NULL, hi = MPI_PROC_NULL;
+      if (PMPI_Cart_shift(comm, d, 1, &lo, &hi) != MPI_SUCCESS) return false;
+      sources->push_back(lo);
+      sources->push_back(hi);
+    }
+    *dests = *sources;
+    // A rank twice a neighbour (a periodic dimension of 1 or 2): MPIs
+    // differ on which of its blocks lands where (Open MPI 4.1 by direction,
+    // others in posting order), so such grids take the MPI's own.
+    std::vector<int> seen;
+    for (int p : *sources)
+      if (p != MPI_PROC_NULL) {
+        if (std::find(seen.begin(), seen.end(), p) != seen.end()) return false;
+        seen.push_back(p);
+      }
+    return true;
+  }
+  if (topo == MPI_GRAPH) {
+    int rank = 0, n = 0;
+    PMPI_Comm_rank(comm, &rank);
+    if (PMPI_Graph_neighbors_count(comm, rank, &n) != MPI_SUCCESS) return false;
+    sources->resize(static_cast<size_t>(n));
+    if (n > 0 && PMPI_Graph_neighbors(comm, rank, n, sources->data()) != MPI_SUCCESS) return false;
+    *dests = *sources;
+    return true;
+  }
+  if (topo == MPI_DIST_GRAPH) {
+    int in = 0, out = 0, weighted = 0;
+    if (PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted) != MPI_SUCCESS) return false;
+    sources->resize(static_cast<size_t>(in));
+    dests->resize(static_cast<size_t>(out));
+    std::vector<int> sw(static_cast<size_t>(in) + 1), dw(static_cast<size_t>(out) + 1);
+    return PMPI_Dist_graph_neighbors(comm, in, sources->data(),
+                                     weighted ? sw.data() : MPI_UNWEIGHTED, out, dests->data(),
+                                     weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st, void* r,
+               const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  const std::vector<int> all = every_rank(c.size());
+  if (s == MPI_IN_PLACE)
+    b.add_v(true, r, all, rcs, rd, rt);  // the data goes out from the receive buffer
+  else
+    b.add_v(true, s, all, scs, sd, st);
+  b.add_v(false, r, all, rcs, rd, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool alltoallw(Call& c, const void* s, const int* scs, const int* sd, const MPI_Datatype* sts,
+               void* r, const int* rcs, const int* rd, const MPI_Datatype* rts, int* rc) {
+  Blocks b;
+  const std::vector<int> all = every_rank(c.size());
+  if (s == MPI_IN_PLACE)
+    b.add_w(true, r, all, rcs, rd, rts);
+  else
+    b.add_w(true, s, all, scs, sd, sts);
+  b.add_w(false, r, all, rcs, rd, rts);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+                       MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  b.add_even(true, s, dst, sc, st);
+  b.add_even(false, r, src, rcount, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st,
+                        void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  b.add_v(true, s, dst, scs, sd, st);
+  b.add_v(false, r, src, rcs, rd, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* sd,
+                        const MPI_Datatype* sts, void* r, const int* rcs, const MPI_Aint* rd,
+                        const MPI_Datatype* rts, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  b.add_w(true, s, dst, scs, sd, sts);
+  b.add_w(false, r, src, rcs, rd, rts);
+  return run_blocks(c, b, rc);
+}
 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
@@ -108,7 +291,8 @@ bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   coll::NodeEnv env;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, true);
-  return settle(c, coll::allreduce(env, f.in, r, f.count, f.op, f.basic, f.can), rc);
+  const bool split = coll::split_allreduce(count, int64_t{count} * type_size(t), c.size());
+  return settle(c, coll::allreduce(env, f.in, r, f.count, f.op, f.basic, f.can, split), rc);
 }
 
 bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
