@@ -1541,6 +1541,18 @@ std::vector<Topo> topologies(MPI_Comm base) {
     out.push_back(std::move(t));
   }
   {
+    // Every neighbour twice: the next rank out, the previous in, and the
+    // rank itself both ways (blocks pair up in the order they are listed).
+    Topo t;
+    t.name = "a distributed graph with repeated edges and self-edges";
+    const int prev = (me + P - 1) % P, next = (me + 1) % P;
+    t.sources = {prev, me, prev, me};
+    t.dests = {next, me, next, me};
+    MPI_Dist_graph_create_adjacent(base, 4, t.sources.data(), MPI_UNWEIGHTED, 4, t.dests.data(),
+                                   MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &t.comm);
+    out.push_back(std::move(t));
+  }
+  {
     Topo t;
     t.name = "a distributed graph (MPI_Dist_graph_create)";
     std::vector<int> dst = {(me + P - 1) % P};
@@ -2769,6 +2781,14 @@ TEST_F(Coll, LargerMessages) {
     go = go && alltoallv(x_, pi, var(20000), f);                              // up to 160 KiB
     go = go && allreduce(x_, sum, var(200000), f) && reduce(x_, sum, var(50000), f);
     go = go && reduce_scatter_block(x_, sum, var(30000), f) && scan(x_, sum, var(30000), f, false);
+    // From 4 MiB the node engine's Allreduce splits the folding between
+    // the ranks (an element count no multiple of the ranks, in place too).
+    for (bool in_place : {false, true}) {
+      Var huge = var(1100001);
+      huge.place = Place::kDevice;
+      huge.in_place = in_place;
+      go = go && allreduce(x_, in_place ? reds_[1] : sum, huge, f);
+    }
   }
   MPI_Type_free(&big);
 }
