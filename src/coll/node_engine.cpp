@@ -1,5 +1,6 @@
 #include "coll/node_engine.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "util/log.hpp"
@@ -344,7 +345,14 @@ Status pull_blocks(const NodeEnv& e, const std::vector<Block>& in, const std::ve
   std::vector<uint64_t> got(n, 0);
   std::vector<std::shared_ptr<void>> keep;
   Status s;
-  for (const Block& b : in) {
+  // By sender, then key: the order of each sender's blocks in its segment.
+  std::vector<const Block*> order;
+  for (const Block& b : in) order.push_back(&b);
+  std::stable_sort(order.begin(), order.end(), [](const Block* a, const Block* b) {
+    return a->peer != b->peer ? a->peer < b->peer : a->key < b->key;
+  });
+  for (const Block* blk : order) {
+    const Block& b = *blk;
     const auto p = static_cast<size_t>(b.peer);
     const auto bytes = static_cast<uint64_t>(b.part.msg.bytes);
     if (got[p] + bytes > from[p].bytes) {

@@ -95,16 +95,19 @@ Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t
 struct Block {
   int peer = 0;
   Part part;
+  // Received blocks: the k-th block a sender sends this rank lands in the
+  // block from that sender with the k-th smallest key (keys ascending with
+  // the blocks: MPI's posting order, which repeated neighbours follow).
+  int key = 0;
 };
 // Every rank packs its outgoing blocks into one segment it lends, grouped by
 // destination in the order given, and one small PMPI_Alltoall of
 // descriptors (which is also the agreement) tells each rank where its bytes
-// start in each peer's segment; the k-th block a rank receives from rank p
-// is then unpacked from the k-th block p sends it (MPI's order for repeated
-// neighbours), a rank's blocks to itself included, all pulls issued before
-// one wait. `can` false: this rank cannot take part (every rank declines).
-// A block's received bytes that do not match what its sender sent fail the
-// call.
+// start in each peer's segment; the block a rank receives from rank p with
+// the k-th smallest key is then unpacked from the k-th block p sends it, a
+// rank's blocks to itself included, all pulls issued before one wait. `can` false: this rank cannot
+// take part (every rank declines). A block's received bytes that do not match what its sender sent
+// fail the call.
 Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vector<Block>& in,
                  bool can);
 

@@ -1,7 +1,5 @@
 #include "mpi/coll_engines.hpp"
 
-#include <algorithm>
-
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
 #include "mpi/device_message.hpp"
@@ -103,13 +101,17 @@ struct Blocks {
   std::vector<TypeRegistry::Entry> keep;  // the types' entries, while in use
   bool can = true;
   int64_t bytes = 0;  // sent and received here
+  // Receive block i pairs by key i ^ 1 (a Cartesian grid under Open MPI,
+  // set by neighbor_lists), else by i.
+  bool by_direction = false;
   // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
   // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
-  void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t) {
+  void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t, int i) {
     if (peer == MPI_PROC_NULL || count == 0 || !can) return;
     TypeRegistry::Entry k;
     coll::Block b;
     b.peer = peer;
+    b.key = by_direction ? i ^ 1 : i;
     b.part = part(buf ? static_cast<const char*>(buf) + at : nullptr, count, t, &k);
     if (!b.part.ok() || b.part.msg.bytes == 0) {
       can = can && b.part.ok();
@@ -129,7 +131,7 @@ struct Blocks {
     }
     const int64_t ext = e.value()->info.extent;
     for (size_t i = 0; i < peers.size(); ++i)
-      add(send, buf, peers[i], counts[i], displs[i] * ext, t);
+      add(send, buf, peers[i], counts[i], displs[i] * ext, t, static_cast<int>(i));
   }
   template <class D>
   void add_w(bool send, const void* buf, const std::vector<int>& peers, const int* counts,
@@ -139,7 +141,8 @@ struct Blocks {
       return;
     }
     for (size_t i = 0; i < peers.size(); ++i)
-      add(send, buf, peers[i], counts[i], static_cast<int64_t>(displs[i]), types[i]);
+      add(send, buf, peers[i], counts[i], static_cast<int64_t>(displs[i]), types[i],
+          static_cast<int>(i));
   }
   // One count and type for every block, one after the other.
   void add_even(bool send, const void* buf, const std::vector<int>& peers, int count,
@@ -151,7 +154,8 @@ struct Blocks {
     }
     const int64_t ext = e.value()->info.extent;
     for (size_t i = 0; i < peers.size(); ++i)
-      add(send, buf, peers[i], count, static_cast<int64_t>(i) * count * ext, t);
+      add(send, buf, peers[i], count, static_cast<int64_t>(i) * count * ext, t,
+          static_cast<int>(i));
   }
 };
 
@@ -174,9 +178,10 @@ std::vector<int> every_rank(int n) {
 
 // The ranks a topology communicator's neighbour collectives receive from
 // and send to, in MPI's order (MPI_PROC_NULL at the edges of a
-// non-periodic grid); false without a topology, or where the engine does
-// not serve it.
-bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests) {
+// non-periodic grid), and how receive blocks pair with sends; false
+// without a topology.
+bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests,
+                    bool* by_direction) {
   int topo = MPI_UNDEFINED;
   if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
   if (topo == MPI_CART) {
@@ -189,15 +194,13 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
       sources->push_back(hi);
     }
     *dests = *sources;
-    // A rank twice a neighbour (a periodic dimension of 1 or 2): MPIs
-    // differ on which of its blocks lands where (Open MPI 4.1 by direction,
-    // others in posting order), so such grids take the MPI's own.
-    std::vector<int> seen;
-    for (int p : *sources)
-      if (p != MPI_PROC_NULL) {
-        if (std::find(seen.begin(), seen.end(), p) != seen.end()) return false;
-        seen.push_back(p);
-      }
+    // Where a rank is a neighbour twice (a periodic dimension of 1 or 2),
+    // Open MPI's blocking neighbour collectives land what a rank sends up a
+    // dimension in the receiver's block from below (MPI-4's rule, by
+    // direction); MPICH's follow the posting order.
+#if defined(OPEN_MPI) && OPEN_MPI
+    *by_direction = true;
+#endif
     return true;
   }
   if (topo == MPI_GRAPH) {
@@ -252,7 +255,7 @@ bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r,
                        MPI_Datatype rt, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
   b.add_even(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
@@ -262,7 +265,7 @@ bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, M
                         void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
   b.add_v(true, s, dst, scs, sd, st);
   b.add_v(false, r, src, rcs, rd, rt);
   return run_blocks(c, b, rc);
@@ -273,7 +276,7 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
                         const MPI_Datatype* rts, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
   b.add_w(true, s, dst, scs, sd, sts);
   b.add_w(false, r, src, rcs, rd, rts);
   return run_blocks(c, b, rc);

@@ -1520,6 +1520,13 @@ std::vector<Topo> topologies(MPI_Comm base) {
     MPI_Dims_create(P, 2, dims);
     cart("a 2-D Cartesian grid without wrap-around", 2, dims, periods);
   }
+  {
+    // The 3-D halo's grid: dimensions of 1 and 2 make a rank its own
+    // neighbour, or the same neighbour both ways.
+    int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
+    MPI_Dims_create(P, 3, dims);
+    cart("a periodic 3-D Cartesian grid", 3, dims, periods);
+  }
   // Edges i -> i+1, i -> i+2 for even i (where new), 0 -> 0.
   std::vector<std::pair<int, int>> edges;
   for (int i = 0; i < P; ++i) {
