@@ -200,6 +200,8 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
     // direction); MPICH's follow the posting order.
 #if defined(OPEN_MPI) && OPEN_MPI
     *by_direction = true;
+#else
+    *by_direction = false;
 #endif
     return true;
   }
