@@ -176,12 +176,40 @@ std::vector<int> every_rank(int n) {
   return v;
 }
 
+// Whether the engine matches the MPI's own blocks on these neighbours.
+// Open MPI's pairing of repeated neighbours is known (by direction on
+// Cartesian grids, in posting order on graphs). MPICH 4.0's blocking
+// neighbour collectives were seen (2026-11-23) to pair a repeated or self
+// neighbour's blocks in neither order, so there the engine declines them.
+bool plain(MPI_Comm comm, const std::vector<int>& sources, const std::vector<int>& dests) {
+#if defined(OPEN_MPI) && OPEN_MPI
+  (void)comm;
+  (void)sources;
+  (void)dests;
+  return true;
+#else
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  for (const auto* list : {&sources, &dests})
+    for (size_t i = 0; i < list->size(); ++i) {
+      const int p = (*list)[i];
+      if (p == MPI_PROC_NULL) continue;
+      if (p == me) return false;
+      for (size_t j = 0; j < i; ++j)
+        if ((*list)[j] == p) return false;
+    }
+  return true;
+#endif
+}
+
 // The ranks a topology communicator's neighbour collectives receive from
 // and send to, in MPI's order (MPI_PROC_NULL at the edges of a
 // non-periodic grid), and how receive blocks pair with sends; false
-// without a topology.
+// without a topology (every rank alike). Where the engine would not pair
+// blocks as the MPI does, *can turns false: this rank declines in the
+// exchange, so all take the mirrors.
 bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests,
-                    bool* by_direction) {
+                    bool* by_direction, bool* can) {
   int topo = MPI_UNDEFINED;
   if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
   if (topo == MPI_CART) {
@@ -203,6 +231,7 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
 #else
     *by_direction = false;
 #endif
+    *can = *can && plain(comm, *sources, *dests);
     return true;
   }
   if (topo == MPI_GRAPH) {
@@ -212,6 +241,7 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
     sources->resize(static_cast<size_t>(n));
     if (n > 0 && PMPI_Graph_neighbors(comm, rank, n, sources->data()) != MPI_SUCCESS) return false;
     *dests = *sources;
+    *can = *can && plain(comm, *sources, *dests);
     return true;
   }
   if (topo == MPI_DIST_GRAPH) {
@@ -220,9 +250,13 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
     sources->resize(static_cast<size_t>(in));
     dests->resize(static_cast<size_t>(out));
     std::vector<int> sw(static_cast<size_t>(in) + 1), dw(static_cast<size_t>(out) + 1);
-    return PMPI_Dist_graph_neighbors(comm, in, sources->data(),
-                                     weighted ? sw.data() : MPI_UNWEIGHTED, out, dests->data(),
-                                     weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS;
+    if (PMPI_Dist_graph_neighbors(comm, in, sources->data(), weighted ? sw.data() : MPI_UNWEIGHTED,
+                                  out, dests->data(),
+                                  weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS) {
+      *can = *can && plain(comm, *sources, *dests);
+      return true;
+    }
+    return false;
   }
   return false;
 }
@@ -257,7 +291,7 @@ bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r,
                        MPI_Datatype rt, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_even(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
@@ -267,7 +301,7 @@ bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, M
                         void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_v(true, s, dst, scs, sd, st);
   b.add_v(false, r, src, rcs, rd, rt);
   return run_blocks(c, b, rc);
@@ -278,7 +312,7 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
                         const MPI_Datatype* rts, int* rc) {
   Blocks b;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction)) return false;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_w(true, s, dst, scs, sd, sts);
   b.add_w(false, r, src, rcs, rd, rts);
   return run_blocks(c, b, rc);
