@@ -387,17 +387,25 @@ Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vec
                  bool can) {
   const auto n = static_cast<size_t>(e.size);
   bool ok = can && e.mem && e.mover;
-  for (const Block& b : out) ok = ok && b.peer >= 0 && b.peer < e.size && b.part.ok();
+  // One block for every rank (or every other): packed once, read by all.
+  const bool shared = out.size() == 1 && (out[0].peer == kEveryRank || out[0].peer == kEveryOther);
+  for (const Block& b : out) ok = ok && (shared || (b.peer >= 0 && b.peer < e.size)) && b.part.ok();
   for (const Block& b : in) ok = ok && b.peer >= 0 && b.peer < e.size && b.part.ok();
-  std::vector<uint64_t> start(n + 1, 0);
-  if (ok) {
-    for (const Block& b : out) start[static_cast<size_t>(b.peer) + 1] += b.part.msg.bytes;
-    for (size_t p = 0; p < n; ++p) start[p + 1] += start[p];
+  std::vector<uint64_t> start(n + 1, 0), len(n, 0);  // rank p's bytes: [start[p], + len[p])
+  uint64_t total = 0;
+  if (ok && shared) {
+    total = static_cast<uint64_t>(out[0].part.msg.bytes);
+    for (size_t p = 0; p < n; ++p)
+      len[p] = out[0].peer == kEveryOther && p == static_cast<size_t>(e.rank) ? 0 : total;
+  } else if (ok) {
+    for (const Block& b : out) len[static_cast<size_t>(b.peer)] += b.part.msg.bytes;
+    for (size_t p = 0; p < n; ++p) start[p + 1] = start[p] + len[p];
+    total = start[n];
   }
   Lent lent;
   std::vector<Rec> mine(n), from(n);
   if (ok) {
-    auto seg = e.mem->acquire(start[n] == 0 ? 1 : start[n]);
+    auto seg = e.mem->acquire(total == 0 ? 1 : total);
     if (seg) {
       lent.mem = e.mem;
       lent.seg = seg.value();
@@ -412,7 +420,7 @@ Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vec
     std::vector<std::shared_ptr<void>> keep;
     Status s;
     for (const Block& b : out) {
-      const auto p = static_cast<size_t>(b.peer);
+      const size_t p = shared ? 0 : static_cast<size_t>(b.peer);
       if (b.part.msg.bytes > 0 && s.is_ok())
         s = e.mover->pack_async(b.part.msg, b.part.user, static_cast<char*>(lent.seg.ptr) + at[p],
                                 keep);
@@ -428,7 +436,7 @@ Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vec
     mine[p].ok = ok ? 1 : 0;
     if (!ok) continue;
     mine[p].offset = start[p];
-    mine[p].bytes = start[p + 1] - start[p];
+    mine[p].bytes = len[p];
     mine[p].handle = lent.seg.handle;
   }
   if (PMPI_Alltoall(mine.data(), sizeof(Rec), MPI_BYTE, from.data(), sizeof(Rec), MPI_BYTE,

@@ -92,6 +92,9 @@ Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t
 
 // One block of the v, w and neighbour all-to-alls: `part` (its type and
 // count, at its place in the caller's buffer) to or from rank `peer`.
+// A sent block's peer: every rank (this one too), or every rank but this
+// one; such a block must be the only one sent, and is packed once.
+constexpr int kEveryRank = -1000001, kEveryOther = -1000002;  // apart from MPI_PROC_NULL
 struct Block {
   int peer = 0;
   Part part;

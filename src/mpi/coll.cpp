@@ -111,25 +111,29 @@ LOOM_COLLECTIVE(Gather, Igather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::gather(c, s, sc, st, r, rc, rt, root)),
-                ())
+                (int err; if (engines::gather(c, s, sc, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Gatherv, Igatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, root, comm),
-                (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)), ())
+                (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)),
+                (int err;
+                 if (engines::gatherv(c, s, sc, st, r, rcs, displs, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Scatter, Iscatter,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::scatter(c, s, sc, st, r, rc, rt, root)),
-                ())
+                (int err; if (engines::scatter(c, s, sc, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Scatterv, Iscatterv,
                 (const void* s, const int scs[], const int displs[], MPI_Datatype st, void* r,
                  int rc, MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, scs, displs, st, r, rc, rt, root, comm),
-                (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)), ())
+                (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)),
+                (int err;
+                 if (engines::scatterv(c, s, scs, displs, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Allgather, Iallgather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
@@ -142,7 +146,9 @@ LOOM_COLLECTIVE(Allgatherv, Iallgatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, comm),
-                (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())), ())
+                (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())),
+                (int err;
+                 if (engines::allgatherv(c, s, sc, st, r, rcs, displs, rt, &err)) return err))
 
 LOOM_COLLECTIVE(Alltoall, Ialltoall,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,

@@ -287,6 +287,73 @@ bool alltoallw(Call& c, const void* s, const int* scs, const int* sd, const MPI_
   return run_blocks(c, b, rc);
 }
 
+namespace {
+
+// Every rank, with MPI_PROC_NULL (no block) in place of `skip` (-1: none).
+std::vector<int> ranks_but(int n, int skip) {
+  std::vector<int> v = every_rank(n);
+  if (skip >= 0) v[static_cast<size_t>(skip)] = MPI_PROC_NULL;
+  return v;
+}
+
+}  // namespace
+
+bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+            int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
+  if (!inpl) b.add(true, s, root, sc, 0, st, 0);
+  if (at_root) b.add_even(false, r, ranks_but(c.size(), inpl ? root : -1), rcount, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool gatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+             const int* displs, MPI_Datatype rt, int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
+  if (!inpl) b.add(true, s, root, sc, 0, st, 0);
+  if (at_root) b.add_v(false, r, ranks_but(c.size(), inpl ? root : -1), rcs, displs, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+             int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
+  if (at_root) b.add_even(true, s, ranks_but(c.size(), inpl ? root : -1), sc, st);
+  if (!inpl) b.add(false, r, root, rcount, 0, rt, 0);
+  return run_blocks(c, b, rc);
+}
+
+bool scatterv(Call& c, const void* s, const int* scs, const int* displs, MPI_Datatype st, void* r,
+              int rcount, MPI_Datatype rt, int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
+  if (at_root) b.add_v(true, s, ranks_but(c.size(), inpl ? root : -1), scs, displs, st);
+  if (!inpl) b.add(false, r, root, rcount, 0, rt, 0);
+  return run_blocks(c, b, rc);
+}
+
+bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+                const int* displs, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  const bool inpl = s == MPI_IN_PLACE;
+  const int me = c.rank();
+  if (!inpl) {
+    b.add(true, s, coll::kEveryRank, sc, 0, st, 0);
+  } else if (rcs && displs) {  // this rank's block of the receive buffer, to every other
+    auto e = runtime()->types.lookup(rt);
+    if (e) b.add(true, r, coll::kEveryOther, rcs[me], displs[me] * e.value()->info.extent, rt, 0);
+    b.can = b.can && e;
+  }
+  b.add_v(false, r, ranks_but(c.size(), inpl ? me : -1), rcs, displs, rt);
+  return run_blocks(c, b, rc);
+}
+
 bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                        MPI_Datatype rt, int* rc) {
   Blocks b;
