@@ -3,7 +3,9 @@
 // without a GPU-aware MPI writes: *user-level* (copy the whole send buffer
 // to pinned host memory, the host MPI's collective, copy the result back)
 // and, for all-to-all, *send-recv* (MPI_Isend/Irecv of each device block
-// through Loom's point-to-point). The bound is the GPU's own copy rate:
+// through Loom's point-to-point). Alltoall, Alltoallv (uneven blocks),
+// Allreduce, Bcast, Allgather, Reduce_scatter_block and the 3D halo's
+// Neighbor_alltoallw. The bound is the GPU's own copy rate:
 // all ranks' received bytes copied once device to device (the ranks share
 // the GPU under MPS; with a GPU each it is a lower bound still). Times are
 // the median over iterations of the slowest rank's time.
@@ -223,6 +225,31 @@ int bench_coll(bool quick, const char* csv_path) {
                   &q[n + p]);
       MPI_Waitall(2 * n, q.data(), MPI_STATUSES_IGNORE);
     });
+    rows.push_back(row);
+  }
+  print(rows, csv);
+  rows.clear();
+
+  // Alltoallv: `per` or 2 `per` bytes between each pair of ranks (the same
+  // both ways), blocks packed one after the other.
+  for (size_t per = 1024; per <= top; per *= 4) {
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    size_t total = 0;
+    for (int p = 0; p < n; ++p) {
+      sc[p] = rc[p] = static_cast<int>(per * (1 + (g_rank + p) % 2));
+      sd[p] = rd[p] = static_cast<int>(total);
+      total += static_cast<size_t>(sc[p]);
+    }
+    Bufs b(total, total);
+    size_t most = total;  // the bound: the largest rank's bytes, on every rank
+    MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+    Row row{"Alltoallv", total, 0, 0, 0, 0, 0, static_cast<double>(most) * n / rate};
+    auto call = [&](const void* s, void* r) {
+      MPI_Alltoallv(s, sc.data(), sd.data(), MPI_BYTE, r, rc.data(), rd.data(), MPI_BYTE,
+                    MPI_COMM_WORLD);
+    };
+    loom_modes(row, reps_for(total), [&] { call(b.dsend, b.drecv); });
+    row.user = timed(reps_for(total), [&] { b.user_level(call); });
     rows.push_back(row);
   }
   print(rows, csv);

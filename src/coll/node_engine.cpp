@@ -1,5 +1,6 @@
 #include "coll/node_engine.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "util/log.hpp"
@@ -11,37 +12,63 @@ namespace {
 struct Desc {
   int32_t ok = 0;  // takes part
   int32_t pad = 0;
-  uint64_t bytes = 0;  // of the segment's contents (0: no segment)
+  uint64_t bytes = 0;   // of the contribution (0: none)
+  uint64_t offset = 0;  // where it starts in the memory `handle` names
   transport::PeerHandle handle;
+  transport::PeerHandle result;  // a second segment (Allreduce's folded block); size 0: none
 };
 
-// One collective's segments: this rank's, lent until the end, and the
-// peers', opened (mappings are cached by PeerMemory).
+// One collective's lent memory: this rank's contribution (a segment, or the
+// caller's own buffer lent as it lies), lent until the end, and the peers',
+// opened (mappings are cached by PeerMemory).
 class Exchange {
  public:
   explicit Exchange(const NodeEnv& e)
       : e_(e), ok_(e.mem != nullptr && e.mover != nullptr), all_(static_cast<size_t>(e.size)) {}
   ~Exchange() {
     if (lent_) e_.mem->release(seg_);
+    if (has_result_) e_.mem->release(result_);
   }
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
 
   void decline() { ok_ = false; }
+  bool ok() const { return ok_; }
   // This rank's segment for `bytes` (null when it has none: it declines).
   char* lend(size_t bytes) {
     if (!ok_) return nullptr;
-    auto s = e_.mem->acquire(bytes == 0 ? 1 : bytes);
-    if (!s) {
-      LOOM_INFO(kTransport, "node collective: %s; the MPI's own instead",
-                s.status().message().c_str());
-      ok_ = false;
-      return nullptr;
-    }
+    auto s = acquire(bytes);
+    if (!s) return nullptr;
     seg_ = s.value();
     lent_ = true;
     bytes_ = bytes;
+    own_ = static_cast<const char*>(seg_.ptr);
+    handle_ = seg_.handle;
     return static_cast<char*>(seg_.ptr);
+  }
+  // This rank's contribution, `m` at `user`. Its packed bytes lie in order in
+  // the caller's device memory and `as_is`: lent as they lie, no copy (the
+  // caller leaves them alone until finish()); else packed into a segment.
+  void give(const transport::Message& m, const void* user, bool as_is) {
+    int64_t base = 0;
+    if (as_is && m.bytes > 0 && transport::contiguous_at(m, &base) &&
+        lend_as_is(static_cast<const char*>(user) + base, static_cast<size_t>(m.bytes)))
+      return;
+    if (char* seg = lend(static_cast<size_t>(m.bytes))) check(e_.mover->pack_to(m, user, seg));
+  }
+  // The same for `bytes` plain bytes at p.
+  void give_bytes(const void* p, size_t bytes, bool as_is) {
+    if (as_is && bytes > 0 && lend_as_is(static_cast<const char*>(p), bytes)) return;
+    if (char* seg = lend(bytes)) check(e_.mover->copy(seg, p, bytes));
+  }
+  // A second segment, for results the peers read after a barrier.
+  char* lend_result(size_t bytes) {
+    if (!ok_) return nullptr;
+    auto s = acquire(bytes);
+    if (!s) return nullptr;
+    result_ = s.value();
+    has_result_ = true;
+    return static_cast<char*>(result_.ptr);
   }
   // A failed step before the swap: this rank declines.
   void check(const Status& s) {
@@ -53,10 +80,12 @@ class Exchange {
   bool swap() {
     Desc mine;
     mine.ok = ok_ ? 1 : 0;
-    if (lent_) {
+    if (own_) {
       mine.bytes = bytes_;
-      mine.handle = seg_.handle;
+      mine.offset = offset_;
+      mine.handle = handle_;
     }
+    if (has_result_) mine.result = result_.handle;
     if (PMPI_Allgather(&mine, sizeof(Desc), MPI_BYTE, all_.data(), sizeof(Desc), MPI_BYTE,
                        e_.comm) != MPI_SUCCESS)
       return false;
@@ -64,10 +93,18 @@ class Exchange {
       if (!d.ok) return false;
     return true;
   }
-  // Rank p's segment as this process addresses it.
+  // Rank p's contribution as this process addresses it.
   Result<const char*> segment(int p) {
-    if (p == e_.rank) return static_cast<const char*>(seg_.ptr);
-    auto base = e_.mem->open(all_[static_cast<size_t>(p)].handle);
+    if (p == e_.rank) return own_;
+    const Desc& d = all_[static_cast<size_t>(p)];
+    auto base = e_.mem->open(d.handle);
+    if (!base) return base.status();
+    return static_cast<const char*>(base.value()) + d.offset;
+  }
+  // Rank p's second segment.
+  Result<const char*> result(int p) {
+    if (p == e_.rank) return static_cast<const char*>(result_.ptr);
+    auto base = e_.mem->open(all_[static_cast<size_t>(p)].result);
     if (!base) return base.status();
     return static_cast<const char*>(base.value());
   }
@@ -94,11 +131,45 @@ class Exchange {
   }
 
  private:
+  Result<transport::Segment> acquire(size_t bytes) {
+    auto s = e_.mem->acquire(bytes == 0 ? 1 : bytes);
+    if (!s) {
+      LOOM_INFO(kTransport, "node collective: %s; the MPI's own instead",
+                s.status().message().c_str());
+      ok_ = false;
+    }
+    return s;
+  }
+  // The caller's bytes lent where they lie (CUDA IPC of their allocation;
+  // in the host test mode a copy into shared memory); false: pack instead.
+  bool lend_as_is(const char* p, size_t bytes) {
+    if (!ok_) return false;
+    auto ex = e_.mem->export_user(p, bytes);
+    if (!ex) {
+      LOOM_DEBUG(kTransport, "node collective: %s; packing into a segment",
+                 ex.status().message().c_str());
+      return false;
+    }
+    if (ex->copy.ptr) {
+      seg_ = ex->copy;
+      lent_ = true;
+    }
+    check(e_.mover->settle_user());
+    own_ = p;
+    bytes_ = bytes;
+    offset_ = ex->offset;
+    handle_ = ex->handle;
+    return true;
+  }
+
   const NodeEnv& e_;
   bool ok_;
-  bool lent_ = false;
+  bool lent_ = false, has_result_ = false;
   size_t bytes_ = 0;
-  transport::Segment seg_;
+  uint64_t offset_ = 0;
+  const char* own_ = nullptr;  // this rank's contribution (null: none)
+  transport::PeerHandle handle_;
+  transport::Segment seg_, result_;
   std::vector<Desc> all_;
 };
 
@@ -121,7 +192,8 @@ Outcome alltoall(const NodeEnv& e, Part send, const Part& recv_block, int64_t re
   const size_t total = blk * static_cast<size_t>(e.size);
   const Part src = send.in_place ? whole(recv_block, e.size) : send;
   if (!recv_block.ok() || !src.ok() || static_cast<size_t>(src.msg.bytes) != total) x.decline();
-  if (char* seg = x.lend(total)) x.check(e.mover->pack_to(src.msg, src.user, seg));
+  // In place, the data is the receive buffer this rank's pulls overwrite: a copy.
+  if (x.ok()) x.give(src.msg, src.user, !send.in_place);
   if (!x.swap()) return Outcome::kDeclined;
   return x.finish(x.pull(recv_block, -1, static_cast<size_t>(e.rank) * blk, recv_stride));
 }
@@ -135,7 +207,8 @@ Outcome allgather(const NodeEnv& e, Part send, const Part& recv_block, int64_t r
     src.user = block(recv_block.user, e.rank, recv_stride);
   }
   if (!recv_block.ok() || !src.ok() || static_cast<size_t>(src.msg.bytes) != blk) x.decline();
-  if (char* seg = x.lend(blk)) x.check(e.mover->pack_to(src.msg, src.user, seg));
+  // In place too: this rank's pulls leave its own block alone.
+  if (x.ok()) x.give(src.msg, src.user, true);
   if (!x.swap()) return Outcome::kDeclined;
   return x.finish(x.pull(recv_block, send.in_place ? e.rank : -1, 0, recv_stride));
 }
@@ -144,9 +217,7 @@ Outcome bcast(const NodeEnv& e, const Part& buf, int root) {
   Exchange x(e);
   const auto bytes = static_cast<size_t>(buf.msg.bytes);
   if (!buf.ok()) x.decline();
-  if (e.rank == root) {
-    if (char* seg = x.lend(bytes)) x.check(e.mover->pack_to(buf.msg, buf.user, seg));
-  }
+  if (e.rank == root && x.ok()) x.give(buf.msg, buf.user, true);
   if (!x.swap()) return Outcome::kDeclined;
   Status s;
   if (e.rank != root) {
@@ -167,7 +238,8 @@ Outcome fold(const NodeEnv& e, const void* in, void* out, size_t count, size_t b
   const size_t blk = count * basic_size(b), bytes = blk * blocks;
   const bool folds = root < 0 || root == e.rank;
   if (!can || (folds && (!out || !e.reducer)) || (!in && !out)) x.decline();
-  if (char* seg = x.lend(bytes)) x.check(e.mover->copy(seg, in ? in : out, bytes));
+  // In place, the input is the output this rank overwrites while peers read it: a copy.
+  if (x.ok()) x.give_bytes(in ? in : out, bytes, in != nullptr);
   if (!x.swap()) return Outcome::kDeclined;
   Status s;
   if (folds) {
@@ -187,8 +259,53 @@ Outcome fold(const NodeEnv& e, const void* in, void* out, size_t count, size_t b
 
 }  // namespace
 
+namespace {
+
+// Allreduce of large inputs as a reduce-scatter and an allgather: rank r
+// folds only its r-th of the elements (in rank order 0..n-1, so each element
+// has the same bits wherever it lands) into a segment it lends, and after a
+// barrier every rank copies each rank's folded piece into its output. Each
+// rank then reads its peers' inputs once in all, where folding everything
+// everywhere reads them n times over.
+Outcome allreduce_split(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
+                        Basic b, bool can) {
+  Exchange x(e);
+  const size_t es = basic_size(b), n = static_cast<size_t>(e.size);
+  auto first = [&](size_t r) { return r * count / n; };  // rank r folds [first(r), first(r + 1))
+  const size_t me = static_cast<size_t>(e.rank);
+  const size_t lo = first(me), mine = first(me + 1) - lo;
+  if (!can || !out || !e.reducer) x.decline();
+  // In place too: no rank writes its output before the barrier, after every fold.
+  if (x.ok()) x.give_bytes(in ? in : out, count * es, true);
+  char* res = x.lend_result((count / n + 1) * es);
+  if (!x.swap()) return Outcome::kDeclined;
+  std::vector<const void*> inputs(n);
+  Status s;
+  for (int p = 0; p < e.size && s.is_ok(); ++p) {
+    auto seg = x.segment(p);
+    if (seg)
+      inputs[static_cast<size_t>(p)] = seg.value() + lo * es;
+    else
+      s = seg.status();
+  }
+  if (s.is_ok()) s = e.reducer->reduce(op, b, inputs.data(), e.size, res, mine);
+  if (PMPI_Barrier(e.comm) != MPI_SUCCESS && s.is_ok())
+    s = Status(Err::kMpi, "the barrier after the folds");
+  for (size_t p = 0; p < n && s.is_ok(); ++p) {
+    auto piece = x.result(static_cast<int>(p));
+    s = piece ? e.mover->copy_async(static_cast<char*>(out) + first(p) * es, piece.value(),
+                                    (first(p + 1) - first(p)) * es)
+              : piece.status();
+  }
+  if (Status w = e.mover->wait_copies(); s.is_ok()) s = w;
+  return x.finish(s);
+}
+
+}  // namespace
+
 Outcome allreduce(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
-                  bool can) {
+                  bool can, bool split) {
+  if (split) return allreduce_split(e, in, out, count, op, b, can);
   return fold(e, in, out, count, 1, op, b, can, -1, false);
 }
 
@@ -200,6 +317,139 @@ Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, Reduce
 Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
                              Basic b, bool can) {
   return fold(e, in, out, count, static_cast<size_t>(e.size), op, b, can, -1, true);
+}
+
+namespace {
+
+// What rank p tells rank q in the exchange's alltoall.
+struct Rec {
+  int32_t ok = 0;  // p takes part
+  int32_t pad = 0;
+  uint64_t offset = 0;  // where p's blocks for q start in p's segment
+  uint64_t bytes = 0;   // and their bytes in all
+  transport::PeerHandle handle;
+};
+
+// A segment lent for the length of one exchange.
+struct Lent {
+  transport::PeerMemory* mem = nullptr;
+  transport::Segment seg;
+  ~Lent() {
+    if (mem) mem->release(seg);
+  }
+};
+
+Status pull_blocks(const NodeEnv& e, const std::vector<Block>& in, const std::vector<Rec>& from,
+                   const char* own) {
+  const auto n = static_cast<size_t>(e.size);
+  std::vector<uint64_t> got(n, 0);
+  std::vector<std::shared_ptr<void>> keep;
+  Status s;
+  // By sender, then key: the order of each sender's blocks in its segment.
+  std::vector<const Block*> order;
+  for (const Block& b : in) order.push_back(&b);
+  std::stable_sort(order.begin(), order.end(), [](const Block* a, const Block* b) {
+    return a->peer != b->peer ? a->peer < b->peer : a->key < b->key;
+  });
+  for (const Block* blk : order) {
+    const Block& b = *blk;
+    const auto p = static_cast<size_t>(b.peer);
+    const auto bytes = static_cast<uint64_t>(b.part.msg.bytes);
+    if (got[p] + bytes > from[p].bytes) {
+      s = Status(Err::kInvalidArg, "a receive larger than what its sender sent");
+      break;
+    }
+    if (bytes > 0) {
+      const char* base = own;
+      if (b.peer != e.rank) {
+        auto m = e.mem->open(from[p].handle);
+        if (!m) {
+          s = m.status();
+          break;
+        }
+        base = static_cast<const char*>(m.value());
+      }
+      s = e.mover->unpack_async(b.part.msg, base + from[p].offset + got[p], bytes, b.part.user,
+                                keep);
+      if (!s) break;
+    }
+    got[p] += bytes;
+  }
+  if (Status w = e.mover->wait_copies(); s.is_ok()) s = w;
+  for (size_t p = 0; p < n && s.is_ok(); ++p)
+    if (got[p] != from[p].bytes) s = Status(Err::kInvalidArg, "a send larger than its receive");
+  return s;
+}
+
+}  // namespace
+
+Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vector<Block>& in,
+                 bool can) {
+  const auto n = static_cast<size_t>(e.size);
+  bool ok = can && e.mem && e.mover;
+  // One block for every rank (or every other): packed once, read by all.
+  const bool shared = out.size() == 1 && (out[0].peer == kEveryRank || out[0].peer == kEveryOther);
+  for (const Block& b : out) ok = ok && (shared || (b.peer >= 0 && b.peer < e.size)) && b.part.ok();
+  for (const Block& b : in) ok = ok && b.peer >= 0 && b.peer < e.size && b.part.ok();
+  std::vector<uint64_t> start(n + 1, 0), len(n, 0);  // rank p's bytes: [start[p], + len[p])
+  uint64_t total = 0;
+  if (ok && shared) {
+    total = static_cast<uint64_t>(out[0].part.msg.bytes);
+    for (size_t p = 0; p < n; ++p)
+      len[p] = out[0].peer == kEveryOther && p == static_cast<size_t>(e.rank) ? 0 : total;
+  } else if (ok) {
+    for (const Block& b : out) len[static_cast<size_t>(b.peer)] += b.part.msg.bytes;
+    for (size_t p = 0; p < n; ++p) start[p + 1] = start[p] + len[p];
+    total = start[n];
+  }
+  Lent lent;
+  std::vector<Rec> mine(n), from(n);
+  if (ok) {
+    auto seg = e.mem->acquire(total == 0 ? 1 : total);
+    if (seg) {
+      lent.mem = e.mem;
+      lent.seg = seg.value();
+    } else {
+      LOOM_INFO(kTransport, "node collective: %s; the MPI's own instead",
+                seg.status().message().c_str());
+      ok = false;
+    }
+  }
+  if (ok) {
+    std::vector<uint64_t> at(start.begin(), start.end() - 1);
+    std::vector<std::shared_ptr<void>> keep;
+    Status s;
+    for (const Block& b : out) {
+      const size_t p = shared ? 0 : static_cast<size_t>(b.peer);
+      if (b.part.msg.bytes > 0 && s.is_ok())
+        s = e.mover->pack_async(b.part.msg, b.part.user, static_cast<char*>(lent.seg.ptr) + at[p],
+                                keep);
+      at[p] += b.part.msg.bytes;
+    }
+    if (Status w = e.mover->wait_copies(); s.is_ok()) s = w;
+    if (!s) {
+      LOOM_WARN(kTransport, "node collective: %s; the MPI's own instead", s.message().c_str());
+      ok = false;
+    }
+  }
+  for (size_t p = 0; p < n; ++p) {
+    mine[p].ok = ok ? 1 : 0;
+    if (!ok) continue;
+    mine[p].offset = start[p];
+    mine[p].bytes = len[p];
+    mine[p].handle = lent.seg.handle;
+  }
+  if (PMPI_Alltoall(mine.data(), sizeof(Rec), MPI_BYTE, from.data(), sizeof(Rec), MPI_BYTE,
+                    e.comm) != MPI_SUCCESS)
+    return Outcome::kDeclined;
+  for (const Rec& r : from)
+    if (!r.ok) return Outcome::kDeclined;
+  if (!ok) return Outcome::kDeclined;  // (every rank saw this one's no)
+  Status s = pull_blocks(e, in, from, static_cast<const char*>(lent.seg.ptr));
+  int err = s.is_ok() ? 0 : 1, any = 0;
+  if (!s.is_ok()) LOOM_LOG(kError, kTransport, "node collective: %s", s.message().c_str());
+  if (PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm) != MPI_SUCCESS) any = 1;
+  return any ? Outcome::kFailed : Outcome::kDone;
 }
 
 namespace {

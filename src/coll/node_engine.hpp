@@ -69,11 +69,18 @@ Outcome alltoall(const NodeEnv& e, Part send, const Part& recv_block, int64_t re
 Outcome allgather(const NodeEnv& e, Part send, const Part& recv_block, int64_t recv_stride);
 // Bcast from root: root's `buf` goes to every other rank's.
 Outcome bcast(const NodeEnv& e, const Part& buf, int root);
-// Allreduce of `count` contiguous elements of basic type b: every rank
-// folds all ranks' inputs in rank order, so all get the same bits. `in`
-// null: in place (the input is `out`).
+// Allreduce of `count` contiguous elements of basic type b, folded in rank
+// order, so all get the same bits: every rank folds all ranks' inputs, or,
+// with `split` (which every rank must pass alike: split_allreduce()), each
+// rank folds 1/n of them and the others copy its piece (reduce-scatter,
+// then allgather). `in` null: in place (the input is `out`).
 Outcome allreduce(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
-                  bool can);
+                  bool can, bool split);
+// Whether an Allreduce of `count` elements of `bytes` bytes in all on n ranks
+// splits: from 4 MiB, where the reads it saves outweigh its barrier.
+inline bool split_allreduce(int64_t count, int64_t bytes, int n) {
+  return bytes >= (int64_t{4} << 20) && count >= n;
+}
 // Reduce to `root` (only its `out` is written), the same fold.
 Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
                bool can, int root);
@@ -82,5 +89,29 @@ Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, Reduce
 // input is `out`, the result its first block).
 Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
                              Basic b, bool can);
+
+// One block of the v, w and neighbour all-to-alls: `part` (its type and
+// count, at its place in the caller's buffer) to or from rank `peer`.
+// A sent block's peer: every rank (this one too), or every rank but this
+// one; such a block must be the only one sent, and is packed once.
+constexpr int kEveryRank = -1000001, kEveryOther = -1000002;  // apart from MPI_PROC_NULL
+struct Block {
+  int peer = 0;
+  Part part;
+  // Received blocks: the k-th block a sender sends this rank lands in the
+  // block from that sender with the k-th smallest key (keys ascending with
+  // the blocks: MPI's posting order, which repeated neighbours follow).
+  int key = 0;
+};
+// Every rank packs its outgoing blocks into one segment it lends, grouped by
+// destination in the order given, and one small PMPI_Alltoall of
+// descriptors (which is also the agreement) tells each rank where its bytes
+// start in each peer's segment; the block a rank receives from rank p with
+// the k-th smallest key is then unpacked from the k-th block p sends it, a
+// rank's blocks to itself included, all pulls issued before one wait. `can` false: this rank cannot
+// take part (every rank declines). A block's received bytes that do not match what its sender sent
+// fail the call.
+Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vector<Block>& in,
+                 bool can);
 
 }  // namespace loom::coll

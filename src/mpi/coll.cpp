@@ -111,25 +111,29 @@ LOOM_COLLECTIVE(Gather, Igather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::gather(c, s, sc, st, r, rc, rt, root)),
-                ())
+                (int err; if (engines::gather(c, s, sc, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Gatherv, Igatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, root, comm),
-                (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)), ())
+                (args::gatherv(c, s, sc, st, r, rcs, displs, rt, root)),
+                (int err;
+                 if (engines::gatherv(c, s, sc, st, r, rcs, displs, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Scatter, Iscatter,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm),
                 (s, sc, st, r, rc, rt, root, comm), (args::scatter(c, s, sc, st, r, rc, rt, root)),
-                ())
+                (int err; if (engines::scatter(c, s, sc, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Scatterv, Iscatterv,
                 (const void* s, const int scs[], const int displs[], MPI_Datatype st, void* r,
                  int rc, MPI_Datatype rt, int root, MPI_Comm comm),
                 (s, scs, displs, st, r, rc, rt, root, comm),
-                (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)), ())
+                (args::scatterv(c, s, scs, displs, st, r, rc, rt, root)),
+                (int err;
+                 if (engines::scatterv(c, s, scs, displs, st, r, rc, rt, root, &err)) return err))
 
 LOOM_COLLECTIVE(Allgather, Iallgather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
@@ -142,7 +146,9 @@ LOOM_COLLECTIVE(Allgatherv, Iallgatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
                  const int displs[], MPI_Datatype rt, MPI_Comm comm),
                 (s, sc, st, r, rcs, displs, rt, comm),
-                (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())), ())
+                (args::allgatherv(c, s, sc, st, r, rcs, displs, rt, c.size())),
+                (int err;
+                 if (engines::allgatherv(c, s, sc, st, r, rcs, displs, rt, &err)) return err))
 
 LOOM_COLLECTIVE(Alltoall, Ialltoall,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
@@ -156,7 +162,8 @@ LOOM_COLLECTIVE(Alltoallv, Ialltoallv,
                  const int rcs[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm),
                 (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
                 (args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, c.size(), c.size())),
-                ())
+                (int err; if (engines::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt,
+                                                 &err)) return err))
 
 LOOM_COLLECTIVE(
     Alltoallw, Ialltoallw,
@@ -165,7 +172,8 @@ LOOM_COLLECTIVE(
     (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
     (args::AintDispls sd(sdispls, c.size()); args::AintDispls rd(rdispls, c.size());
      args::alltoallw(c, s, scs, sd.data(), sts, r, rcs, rd.data(), rts, c.size(), c.size())),
-    ())
+    (int err;
+     if (engines::alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls, rts, &err)) return err))
 
 LOOM_COLLECTIVE(Neighbor_allgather, Ineighbor_allgather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
@@ -189,7 +197,8 @@ LOOM_COLLECTIVE(Neighbor_alltoall, Ineighbor_alltoall,
                 (s, sc, st, r, rc, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
                      args::neighbor_blocks(c, s, int64_t{sc} * out, st, r, int64_t{rc} * in, rt)),
-                ())
+                (int err;
+                 if (engines::neighbor_alltoall(c, s, sc, st, r, rc, rt, &err)) return err))
 
 LOOM_COLLECTIVE(Neighbor_alltoallv, Ineighbor_alltoallv,
                 (const void* s, const int scs[], const int sdispls[], MPI_Datatype st, void* r,
@@ -197,7 +206,8 @@ LOOM_COLLECTIVE(Neighbor_alltoallv, Ineighbor_alltoallv,
                 (s, scs, sdispls, st, r, rcs, rdispls, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
                      args::alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls, rt, out, in, true)),
-                ())
+                (int err; if (engines::neighbor_alltoallv(c, s, scs, sdispls, st, r, rcs, rdispls,
+                                                          rt, &err)) return err))
 
 LOOM_COLLECTIVE(Neighbor_alltoallw, Ineighbor_alltoallw,
                 (const void* s, const int scs[], const MPI_Aint sdispls[], const MPI_Datatype sts[],
@@ -206,7 +216,8 @@ LOOM_COLLECTIVE(Neighbor_alltoallw, Ineighbor_alltoallw,
                 (s, scs, sdispls, sts, r, rcs, rdispls, rts, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
                      args::alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls, rts, out, in, true)),
-                ())
+                (int err; if (engines::neighbor_alltoallw(c, s, scs, sdispls, sts, r, rcs, rdispls,
+                                                          rts, &err)) return err))
 
 // No communicator: errors go to MPI_COMM_WORLD's handler. Both buffers are
 // local, so a device reduction needs no agreement with other ranks.

@@ -94,7 +94,296 @@ bool settle(const Call& c, coll::Outcome o, int* rc) {
   return true;
 }
 
+// The blocks of a v, w or neighbour all-to-all on this rank, as the
+// node engine's exchange takes them.
+struct Blocks {
+  std::vector<coll::Block> out, in;
+  std::vector<TypeRegistry::Entry> keep;  // the types' entries, while in use
+  bool can = true;
+  int64_t bytes = 0;  // sent and received here
+  // Receive block i pairs by key i ^ 1 (a Cartesian grid under Open MPI,
+  // set by neighbor_lists), else by i.
+  bool by_direction = false;
+  // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
+  // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
+  void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t, int i) {
+    if (peer == MPI_PROC_NULL || count == 0 || !can) return;
+    TypeRegistry::Entry k;
+    coll::Block b;
+    b.peer = peer;
+    b.key = by_direction ? i ^ 1 : i;
+    b.part = part(buf ? static_cast<const char*>(buf) + at : nullptr, count, t, &k);
+    if (!b.part.ok() || b.part.msg.bytes == 0) {
+      can = can && b.part.ok();
+      return;
+    }
+    keep.push_back(k);
+    bytes += b.part.msg.bytes;
+    (send ? out : in).push_back(std::move(b));
+  }
+  // The v forms: displacements in extents of t.
+  void add_v(bool send, const void* buf, const std::vector<int>& peers, const int* counts,
+             const int* displs, MPI_Datatype t) {
+    auto e = runtime()->types.lookup(t);
+    if (!e || (!peers.empty() && (!counts || !displs))) {
+      can = false;
+      return;
+    }
+    const int64_t ext = e.value()->info.extent;
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], counts[i], displs[i] * ext, t, static_cast<int>(i));
+  }
+  template <class D>
+  void add_w(bool send, const void* buf, const std::vector<int>& peers, const int* counts,
+             const D* displs, const MPI_Datatype* types) {
+    if (!peers.empty() && (!counts || !displs || !types)) {
+      can = false;
+      return;
+    }
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], counts[i], static_cast<int64_t>(displs[i]), types[i],
+          static_cast<int>(i));
+  }
+  // One count and type for every block, one after the other.
+  void add_even(bool send, const void* buf, const std::vector<int>& peers, int count,
+                MPI_Datatype t) {
+    auto e = runtime()->types.lookup(t);
+    if (!e) {
+      can = false;
+      return;
+    }
+    const int64_t ext = e.value()->info.extent;
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], count, static_cast<int64_t>(i) * count * ext, t,
+          static_cast<int>(i));
+  }
+};
+
+// The node engine for the v, w and neighbour all-to-alls. Their sizes
+// differ between ranks, so every rank enters the exchange whatever its own
+// (its alltoall is the agreement), and in auto mode a rank whose blocks
+// hold fewer than LOOM_COLL_NODE_MIN bytes declines there.
+bool run_blocks(Call& c, Blocks& b, int* rc) {
+  coll::NodeEnv env;
+  if (!gate(c, INT64_MAX, &env)) return false;
+  if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
+  return settle(c, coll::exchange(env, b.out, b.in, b.can), rc);
+}
+
+std::vector<int> every_rank(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+// Whether the engine matches the MPI's own blocks on these neighbours.
+// Open MPI's pairing of repeated neighbours is known (by direction on
+// Cartesian grids, in posting order on graphs). MPICH 4.0's blocking
+// neighbour collectives were seen (2026-11-23) to pair a repeated or self
+// neighbour's blocks in neither order, so there the engine declines them.
+bool plain(MPI_Comm comm, const std::vector<int>& sources, const std::vector<int>& dests) {
+#if defined(OPEN_MPI) && OPEN_MPI
+  (void)comm;
+  (void)sources;
+  (void)dests;
+  return true;
+#else
+  int me = 0;
+  PMPI_Comm_rank(comm, &me);
+  for (const auto* list : {&sources, &dests})
+    for (size_t i = 0; i < list->size(); ++i) {
+      const int p = (*list)[i];
+      if (p == MPI_PROC_NULL) continue;
+      if (p == me) return false;
+      for (size_t j = 0; j < i; ++j)
+        if ((*list)[j] == p) return false;
+    }
+  return true;
+#endif
+}
+
+// The ranks a topology communicator's neighbour collectives receive from
+// and send to, in MPI's order (MPI_PROC_NULL at the edges of a
+// non-periodic grid), and how receive blocks pair with sends; false
+// without a topology (every rank alike). Where the engine would not pair
+// blocks as the MPI does, *can turns false: this rank declines in the
+// exchange, so all take the mirrors.
+bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests,
+                    bool* by_direction, bool* can) {
+  int topo = MPI_UNDEFINED;
+  if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
+  if (topo == MPI_CART) {
+    int nd = 0;
+    if (PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS) return false;
+    for (int d = 0; d < nd; ++d) {
+      int lo = MPI_PROC_NULL, hi = MPI_PROC_NULL;
+      if (PMPI_Cart_shift(comm, d, 1, &lo, &hi) != MPI_SUCCESS) return false;
+      sources->push_back(lo);
+      sources->push_back(hi);
+    }
+    *dests = *sources;
+    // Where a rank is a neighbour twice (a periodic dimension of 1 or 2),
+    // Open MPI's blocking neighbour collectives land what a rank sends up a
+    // dimension in the receiver's block from below (MPI-4's rule, by
+    // direction); MPICH's follow the posting order.
+#if defined(OPEN_MPI) && OPEN_MPI
+    *by_direction = true;
+#else
+    *by_direction = false;
+#endif
+    *can = *can && plain(comm, *sources, *dests);
+    return true;
+  }
+  if (topo == MPI_GRAPH) {
+    int rank = 0, n = 0;
+    PMPI_Comm_rank(comm, &rank);
+    if (PMPI_Graph_neighbors_count(comm, rank, &n) != MPI_SUCCESS) return false;
+    sources->resize(static_cast<size_t>(n));
+    if (n > 0 && PMPI_Graph_neighbors(comm, rank, n, sources->data()) != MPI_SUCCESS) return false;
+    *dests = *sources;
+    *can = *can && plain(comm, *sources, *dests);
+    return true;
+  }
+  if (topo == MPI_DIST_GRAPH) {
+    int in = 0, out = 0, weighted = 0;
+    if (PMPI_Dist_graph_neighbors_count(comm, &in, &out, &weighted) != MPI_SUCCESS) return false;
+    sources->resize(static_cast<size_t>(in));
+    dests->resize(static_cast<size_t>(out));
+    std::vector<int> sw(static_cast<size_t>(in) + 1), dw(static_cast<size_t>(out) + 1);
+    if (PMPI_Dist_graph_neighbors(comm, in, sources->data(), weighted ? sw.data() : MPI_UNWEIGHTED,
+                                  out, dests->data(),
+                                  weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS) {
+      *can = *can && plain(comm, *sources, *dests);
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st, void* r,
+               const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  const std::vector<int> all = every_rank(c.size());
+  if (s == MPI_IN_PLACE)
+    b.add_v(true, r, all, rcs, rd, rt);  // the data goes out from the receive buffer
+  else
+    b.add_v(true, s, all, scs, sd, st);
+  b.add_v(false, r, all, rcs, rd, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool alltoallw(Call& c, const void* s, const int* scs, const int* sd, const MPI_Datatype* sts,
+               void* r, const int* rcs, const int* rd, const MPI_Datatype* rts, int* rc) {
+  Blocks b;
+  const std::vector<int> all = every_rank(c.size());
+  if (s == MPI_IN_PLACE)
+    b.add_w(true, r, all, rcs, rd, rts);
+  else
+    b.add_w(true, s, all, scs, sd, sts);
+  b.add_w(false, r, all, rcs, rd, rts);
+  return run_blocks(c, b, rc);
+}
+
+namespace {
+
+// Every rank, with MPI_PROC_NULL (no block) in place of `skip` (-1: none).
+std::vector<int> ranks_but(int n, int skip) {
+  std::vector<int> v = every_rank(n);
+  if (skip >= 0) v[static_cast<size_t>(skip)] = MPI_PROC_NULL;
+  return v;
+}
+
+}  // namespace
+
+bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+            int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
+  if (!inpl) b.add(true, s, root, sc, 0, st, 0);
+  if (at_root) b.add_even(false, r, ranks_but(c.size(), inpl ? root : -1), rcount, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool gatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+             const int* displs, MPI_Datatype rt, int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
+  if (!inpl) b.add(true, s, root, sc, 0, st, 0);
+  if (at_root) b.add_v(false, r, ranks_but(c.size(), inpl ? root : -1), rcs, displs, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+             int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
+  if (at_root) b.add_even(true, s, ranks_but(c.size(), inpl ? root : -1), sc, st);
+  if (!inpl) b.add(false, r, root, rcount, 0, rt, 0);
+  return run_blocks(c, b, rc);
+}
+
+bool scatterv(Call& c, const void* s, const int* scs, const int* displs, MPI_Datatype st, void* r,
+              int rcount, MPI_Datatype rt, int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  Blocks b;
+  const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
+  if (at_root) b.add_v(true, s, ranks_but(c.size(), inpl ? root : -1), scs, displs, st);
+  if (!inpl) b.add(false, r, root, rcount, 0, rt, 0);
+  return run_blocks(c, b, rc);
+}
+
+bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+                const int* displs, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  const bool inpl = s == MPI_IN_PLACE;
+  const int me = c.rank();
+  if (!inpl) {
+    b.add(true, s, coll::kEveryRank, sc, 0, st, 0);
+  } else if (rcs && displs) {  // this rank's block of the receive buffer, to every other
+    auto e = runtime()->types.lookup(rt);
+    if (e) b.add(true, r, coll::kEveryOther, rcs[me], displs[me] * e.value()->info.extent, rt, 0);
+    b.can = b.can && e;
+  }
+  b.add_v(false, r, ranks_but(c.size(), inpl ? me : -1), rcs, displs, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+                       MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  b.add_even(true, s, dst, sc, st);
+  b.add_even(false, r, src, rcount, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st,
+                        void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  b.add_v(true, s, dst, scs, sd, st);
+  b.add_v(false, r, src, rcs, rd, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* sd,
+                        const MPI_Datatype* sts, void* r, const int* rcs, const MPI_Aint* rd,
+                        const MPI_Datatype* rts, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  b.add_w(true, s, dst, scs, sd, sts);
+  b.add_w(false, r, src, rcs, rd, rts);
+  return run_blocks(c, b, rc);
+}
 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
@@ -108,7 +397,8 @@ bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   coll::NodeEnv env;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, true);
-  return settle(c, coll::allreduce(env, f.in, r, f.count, f.op, f.basic, f.can), rc);
+  const bool split = coll::split_allreduce(count, int64_t{count} * type_size(t), c.size());
+  return settle(c, coll::allreduce(env, f.in, r, f.count, f.op, f.basic, f.can, split), rc);
 }
 
 bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,

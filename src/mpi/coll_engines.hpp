@@ -22,6 +22,30 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
                MPI_Datatype rt, int* rc);
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc);
+// The v, w and neighbour all-to-alls (Cartesian, graph and distributed-graph
+// topologies), Gather(v), Scatter(v) and Allgatherv: every rank enters their
+// exchange whatever its sizes.
+bool alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st, void* r,
+               const int* rcs, const int* rd, MPI_Datatype rt, int* rc);
+bool alltoallw(Call& c, const void* s, const int* scs, const int* sd, const MPI_Datatype* sts,
+               void* r, const int* rcs, const int* rd, const MPI_Datatype* rts, int* rc);
+bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+            int root, int* rc);
+bool gatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+             const int* displs, MPI_Datatype rt, int root, int* rc);
+bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+             int root, int* rc);
+bool scatterv(Call& c, const void* s, const int* scs, const int* displs, MPI_Datatype st, void* r,
+              int rcount, MPI_Datatype rt, int root, int* rc);
+bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+                const int* displs, MPI_Datatype rt, int* rc);
+bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+                       MPI_Datatype rt, int* rc);
+bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st,
+                        void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc);
+bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* sd,
+                        const MPI_Datatype* sts, void* r, const int* rcs, const MPI_Aint* rd,
+                        const MPI_Datatype* rts, int* rc);
 // Both buffers are this rank's: a GPU kernel reduces them, no agreement needed.
 bool reduce_local(Call& c, const void* in, void* inout, int count, MPI_Datatype t, MPI_Op op,
                   int* rc);

@@ -325,6 +325,22 @@ class GpuMover final : public Mover {
     return Status::ok();
   }
   Status wait_copies() override { return cuda_status(cudaStreamSynchronize(stream_), "copies"); }
+  Status pack_async(const Message& m, const void* user, void* dst,
+                    std::vector<std::shared_ptr<void>>& keep) override {
+    if (m.bytes == 0) return Status::ok();
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    LOOM_TRY(pack::gpu_pack(*gl.value(), user, dst, stream_));
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
+    return Status::ok();
+  }
+  Status copy_async(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return Status::ok();
+    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
+  }
+  Status settle_user() override {
+    return cuda_status(cudaStreamSynchronize(cudaStreamLegacy), "the application's GPU work");
+  }
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
 
  private:

@@ -111,6 +111,22 @@ class Mover {
     return unpack_from_peer(m, src, received, user);
   }
   virtual Status wait_copies() { return Status::ok(); }
+  // pack_to(), issued now and done at the next wait_copies(); what must
+  // live until then goes into `keep`. Default: done now.
+  virtual Status pack_async(const Message& m, const void* user, void* dst,
+                            std::vector<std::shared_ptr<void>>& keep) {
+    (void)keep;
+    return pack_to(m, user, dst);
+  }
+  // copy(), issued now and done at the next wait_copies(). Default: done now.
+  virtual Status copy_async(void* dst, const void* src, size_t bytes) {
+    return copy(dst, src, bytes);
+  }
+  // The GPU work the application queued before this call (on the legacy
+  // default stream) is done: a buffer lent as it lies (zero-copy) holds its
+  // bytes before a peer reads it. Packing needs no such wait: Loom's stream
+  // runs after that work.
+  virtual Status settle_user() { return Status::ok(); }
   // Bytes of staging and scratch handed out and not yet returned.
   virtual size_t bytes_in_use() const = 0;
 };

@@ -1520,6 +1520,13 @@ std::vector<Topo> topologies(MPI_Comm base) {
     MPI_Dims_create(P, 2, dims);
     cart("a 2-D Cartesian grid without wrap-around", 2, dims, periods);
   }
+  {
+    // The 3-D halo's grid: dimensions of 1 and 2 make a rank its own
+    // neighbour, or the same neighbour both ways.
+    int dims[3] = {0, 0, 0}, periods[3] = {1, 1, 1};
+    MPI_Dims_create(P, 3, dims);
+    cart("a periodic 3-D Cartesian grid", 3, dims, periods);
+  }
   // Edges i -> i+1, i -> i+2 for even i (where new), 0 -> 0.
   std::vector<std::pair<int, int>> edges;
   for (int i = 0; i < P; ++i) {
@@ -1537,6 +1544,18 @@ std::vector<Topo> topologies(MPI_Comm base) {
       if (e.first == me) t.dests.push_back(e.second);
     MPI_Dist_graph_create_adjacent(base, static_cast<int>(t.sources.size()), t.sources.data(),
                                    MPI_UNWEIGHTED, static_cast<int>(t.dests.size()), t.dests.data(),
+                                   MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &t.comm);
+    out.push_back(std::move(t));
+  }
+  {
+    // Every neighbour twice: the next rank out, the previous in, and the
+    // rank itself both ways (blocks pair up in the order they are listed).
+    Topo t;
+    t.name = "a distributed graph with repeated edges and self-edges";
+    const int prev = (me + P - 1) % P, next = (me + 1) % P;
+    t.sources = {prev, me, prev, me};
+    t.dests = {next, me, next, me};
+    MPI_Dist_graph_create_adjacent(base, 4, t.sources.data(), MPI_UNWEIGHTED, 4, t.dests.data(),
                                    MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &t.comm);
     out.push_back(std::move(t));
   }
@@ -2769,6 +2788,14 @@ TEST_F(Coll, LargerMessages) {
     go = go && alltoallv(x_, pi, var(20000), f);                              // up to 160 KiB
     go = go && allreduce(x_, sum, var(200000), f) && reduce(x_, sum, var(50000), f);
     go = go && reduce_scatter_block(x_, sum, var(30000), f) && scan(x_, sum, var(30000), f, false);
+    // From 4 MiB the node engine's Allreduce splits the folding between
+    // the ranks (an element count no multiple of the ranks, in place too).
+    for (bool in_place : {false, true}) {
+      Var huge = var(1100001);
+      huge.place = Place::kDevice;
+      huge.in_place = in_place;
+      go = go && allreduce(x_, in_place ? reds_[1] : sum, huge, f);
+    }
   }
   MPI_Type_free(&big);
 }
