@@ -13,6 +13,7 @@
 #include "pack/gpu_engine.hpp"
 #include "pack/pools.hpp"
 #include "stream/lane.hpp"
+#include "transport/driver_entry.hpp"
 #include "util/log.hpp"
 
 namespace loom::stream {
@@ -41,18 +42,8 @@ struct Shared {
   void probe() {
     if (probed) return;
     probed = true;
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      write32 = reinterpret_cast<MemOpFn>(fn);
-    fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      wait32 = reinterpret_cast<MemOpFn>(fn);
-    cudaGetLastError();
+    write32 = reinterpret_cast<MemOpFn>(transport::driver_entry("cuStreamWriteValue32"));
+    wait32 = reinterpret_cast<MemOpFn>(transport::driver_entry("cuStreamWaitValue32"));
     if (!write32 || !wait32)
       LOOM_WARN(kTransport, "no stream memory operations: host functions stand in (slower)");
     pinned = std::make_unique<pack::PinnedPool>();

@@ -18,6 +18,7 @@
 #include "pack/gpu_engine.hpp"
 #include "pack/host_engine.hpp"
 #include "pack/pools.hpp"
+#include "transport/driver_entry.hpp"
 #include "transport/mover.hpp"
 #include "type/canonical.hpp"
 #include "util/knobs.hpp"
@@ -50,13 +51,7 @@ class GpuMover final : public Mover {
   // still be landing when cudaMemcpy returns), as a synchronous MPI call is
   // expected to see it.
   Status init() {
-    cudaDriverEntryPointQueryResult q;
-    void* fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      write32_ = reinterpret_cast<WriteFn>(fn);
-    cudaGetLastError();
+    write32_ = reinterpret_cast<WriteFn>(driver_entry("cuStreamWriteValue32"));
     return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "stream");
   }
 
