@@ -28,6 +28,8 @@ int error_class(Err e) {
       return MPI_ERR_INTERN;
     case Err::kNotFound:
       return MPI_ERR_FILE;
+    case Err::kStale:
+      return MPI_ERR_OTHER;
   }
   return MPI_ERR_OTHER;
 }

@@ -101,8 +101,15 @@ class IpcPeerMemory final : public PeerMemory {
     std::memcpy(&h, ph.bytes, sizeof(h));
     void* p = nullptr;
     cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e == cudaErrorAlreadyMapped) {  // the peer freed what we map, and lent its successor
+      cudaGetLastError();
+      return Status(Err::kStale, "cudaIpcOpenMemHandle: a mapping of freed memory is in the way");
+    }
     if (e != cudaSuccess) return cuda_err(e, "cudaIpcOpenMemHandle");
     return p;
+  }
+  void quiesce() override {
+    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
   }
   void unmap(void* p, const PeerHandle&) override {
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();

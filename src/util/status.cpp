@@ -26,6 +26,8 @@ const char* err_name(Err e) {
       return "not found";
     case Err::kInternal:
       return "internal error";
+    case Err::kStale:
+      return "stale mapping";
   }
   return "unknown";
 }

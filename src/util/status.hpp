@@ -20,6 +20,7 @@ enum class Err : int {
   kMpi,       // the underlying MPI returned an error
   kNotFound,  // a file Loom looks for is not there (no profile yet)
   kInternal,
+  kStale,  // a peer's memory this process still maps from before it was freed and reallocated
 };
 
 const char* err_name(Err e);
