@@ -161,7 +161,9 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
   model::Prediction pr;
   if (predict(m, on_node, device_ok, &pr)) return from_model(pr.best);
   const size_t bytes = static_cast<size_t>(m.bytes);
-  if (device_ok && bytes >= kDeviceMin) return transport::Method::kDevice;
+  int64_t base = 0;
+  const size_t device_min = transport::contiguous_at(m, &base) ? kDeviceMinContiguous : kDeviceMin;
+  if (device_ok && bytes >= device_min) return transport::Method::kDevice;
   return bytes <= kOneShotMax ? transport::Method::kOneShot : transport::Method::kStaged;
 }
 

@@ -94,10 +94,13 @@ class Runtime {
 
   static constexpr size_t kOneShotMax = size_t{1} << 20;
   // Since device-method sends stopped waiting for their packs, the method
-  // beat one-shot from the header's size up on the H200 (vector ping-pong,
-  // 128 B-8 KiB: 18.3-19.2 us against 19.7-21.5 us; the halo: 2.4 against
-  // 4.7 ms), so the built-in rule takes it wherever a header fits.
+  // beat one-shot for derived types from the header's size up on the H200
+  // (vector ping-pong, 128 B-8 KiB: 18.3-19.2 us against 19.7-21.5 us; 2
+  // H200s: 23.3-24.3 against 24.6-25.5; the halo: 2.4 against 4.7 ms). A
+  // contiguous message below 8 KiB still goes faster one-shot across GPUs
+  // (16-17 us against 20-21).
   static constexpr size_t kDeviceMin = 128;
+  static constexpr size_t kDeviceMinContiguous = size_t{8} << 10;
 
  private:
   transport::Mover* gpu(transport::Method m);
