@@ -67,6 +67,7 @@ void RequestTable::add(MPI_Request r, PendingOp op) {
 bool RequestTable::take(MPI_Request r, PendingOp* out) {
   if (empty() || r == MPI_REQUEST_NULL) return false;
   uint64_t packing = 0;
+  bool found = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = ops_.find(r);
@@ -74,17 +75,25 @@ bool RequestTable::take(MPI_Request r, PendingOp* out) {
       *out = std::move(it->second);
       ops_.erase(it);
       n_.fetch_sub(1, std::memory_order_release);
-      return true;
+      found = true;
     }
-    if (shared_packing_ && std::find(shared_.begin(), shared_.end(), r) != shared_.end()) {
+    // A shared handle may also stand for sends whose ops were finished at
+    // once (another thread's op was held for it): their packs too. The mark
+    // stays until its pack is done: another thread completing the same
+    // handle meanwhile must wait for it as well.
+    if (shared_packing_ && std::find(shared_.begin(), shared_.end(), r) != shared_.end())
       packing = shared_packing_;
+  }
+  Runtime* rt = runtime();
+  if (packing && rt && rt->rv) {
+    rt->rv->wait_packed(packing);
+    std::lock_guard<std::mutex> lk(mu_);
+    if (shared_packing_ == packing) {  // no later send came meanwhile
       shared_packing_ = 0;
       n_.fetch_sub(1, std::memory_order_release);
     }
   }
-  Runtime* rt = runtime();
-  if (packing && rt && rt->rv) rt->rv->wait_packed(packing);
-  return false;
+  return found;
 }
 
 void pull_together(const std::vector<Landed>& landed) {
