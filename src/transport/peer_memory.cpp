@@ -68,21 +68,6 @@ Result<const void*> PeerMemory::open(const PeerHandle& h) {
   auto it = opened_.find(key);
   if (it != opened_.end()) return static_cast<const void*>(it->second);
   auto p = map(h);
-  if (!p && p.status().code() == Err::kStale) {
-    // A peer lent memory it had freed and allocated again (a user buffer
-    // lent as it lies) while this process still maps the old allocation:
-    // every mapping goes, once no work of this process reads them, and the
-    // next use of each maps it afresh.
-    LOOM_DEBUG(kTransport, "peer memory: a stale mapping; unmapping %zu", opened_.size());
-    quiesce();
-    for (auto& [k, q] : opened_) {
-      PeerHandle old;
-      std::memcpy(&old, k.data(), sizeof(old));
-      unmap(q, old);
-    }
-    opened_.clear();
-    p = map(h);
-  }
   if (!p) return p.status();
   opened_.emplace(key, p.value());
   return static_cast<const void*>(p.value());

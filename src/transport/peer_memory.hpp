@@ -70,8 +70,6 @@ class PeerMemory {
   virtual void deallocate(const Segment& s) = 0;
   virtual Result<void*> map(const PeerHandle& h) = 0;
   virtual void unmap(void* p, const PeerHandle& h) = 0;
-  // Waits until no work of this process reads mapped memory.
-  virtual void quiesce() {}
 
  private:
   mutable std::mutex mu_;

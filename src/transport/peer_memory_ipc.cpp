@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 
@@ -63,16 +65,24 @@ class IpcPeerMemory final : public PeerMemory {
     e.offset = offset;
     std::lock_guard<std::mutex> lk(export_mu_);
     auto it = exported_.find(base);
-    if (it != exported_.end() && it->second.first == id) {
-      e.handle = it->second.second;
+    if (it != exported_.end() && it->second.id == id) {
+      e.handle = it->second.handle;
       return e;
     }
+    // Addresses lent before and since freed: a peer may still map the old
+    // allocation there, and the driver refuses it a second mapping of the
+    // range ("already mapped"). Such memory is packed into segments instead.
+    auto next = exported_.lower_bound(base);
+    const bool reused =
+        (next != exported_.end() && next->first < base + size) ||
+        (next != exported_.begin() && std::prev(next)->first + std::prev(next)->second.size > base);
+    if (reused) return Status(Err::kUnsupported, "address lent before, freed since");
     cudaIpcMemHandle_t h;
     const cudaError_t err = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
     if (err != cudaSuccess) return cuda_err(err, "cudaIpcGetMemHandle");
     e.handle.size = size;
     std::memcpy(e.handle.bytes, &h, sizeof(h));
-    exported_[base] = {id, e.handle};
+    exported_[base] = {size, id, e.handle};
     return e;
   }
 
@@ -108,16 +118,18 @@ class IpcPeerMemory final : public PeerMemory {
     if (e != cudaSuccess) return cuda_err(e, "cudaIpcOpenMemHandle");
     return p;
   }
-  void quiesce() override {
-    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
-  }
   void unmap(void* p, const PeerHandle&) override {
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
   }
 
  private:
   std::mutex export_mu_;
-  std::unordered_map<CUdeviceptr, std::pair<unsigned long long, PeerHandle>> exported_;
+  struct Lent {
+    size_t size = 0;
+    unsigned long long id = 0;  // the driver's buffer id
+    PeerHandle handle;
+  };
+  std::map<CUdeviceptr, Lent> exported_;  // allocations lent as they lie, by base
 };
 
 }  // namespace
