@@ -143,7 +143,7 @@ class Exchange {
   // The caller's bytes lent where they lie (CUDA IPC of their allocation;
   // in the host test mode a copy into shared memory); false: pack instead.
   bool lend_as_is(const char* p, size_t bytes) {
-    if (!ok_) return false;
+    if (!ok_ || !e_.lend_user) return false;
     auto ex = e_.mem->export_user(p, bytes);
     if (!ex) {
       LOOM_DEBUG(kTransport, "node collective: %s; packing into a segment",

@@ -47,6 +47,12 @@ struct NodeEnv {
   transport::PeerMemory* mem = nullptr;
   transport::Mover* mover = nullptr;
   Reducer* reducer = nullptr;
+  // Contiguous device contributions are lent as they lie (CUDA IPC of the
+  // user's allocation) rather than copied into segments. Opt-in, with the
+  // point-to-point zero-copy setting (LOOM_ZCOPY_MIN): a peer keeps such a
+  // mapping, and the driver then refuses any later allocation of the
+  // lender's at an overlapping address ("already mapped") until finalize.
+  bool lend_user = false;
 };
 
 // A buffer and Loom's view of what it holds; `msg.form` null: this rank

@@ -33,6 +33,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   env->mem = rt->rv->memory();
   env->mover = rt->mover(transport::Method::kDevice);
   env->reducer = rt->reducer();
+  env->lend_user = rt->zero_copy_on();
   return true;
 }
 
