@@ -127,7 +127,7 @@ void abandon_zero_copy(const Header& hdr, MPI_Request* ack) {
 bool chunked_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr) {
   Runtime* rt = runtime();
   if (p.span() || !p.mover || p.method != transport::Method::kStaged ||
-      !rt->pipelined(static_cast<size_t>(p.msg.bytes)))
+      !rt->pipelined(static_cast<size_t>(p.msg.bytes)) || rt->rv->native_to(comm, dest))
     return false;
   const int to = rt->rv->world_rank(comm, dest);
   if (to < 0) return false;
@@ -135,6 +135,19 @@ bool chunked_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
   if (s.is_ok()) return true;
   LOOM_WARN(kTransport, "pipelined send: %s; one staging buffer instead", s.message().c_str());
   return false;
+}
+
+// A device message the MPI takes as it lies (Rendezvous::native_to): a
+// contiguous message of a type Loom reads, to or from a rank of another
+// node, where the MPI moves device memory itself. Both ends decide alike:
+// such a peer is never sent a header.
+bool native(int count, MPI_Datatype type, MPI_Comm comm, int peer) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->rv || !rt->rv->native_to(comm, peer)) return false;
+  auto e = rt->types.lookup(type);
+  if (!e) return false;
+  transport::Message m;
+  return fill_message(*e.value(), count, &m) && transport::contiguous_at(m, nullptr);
 }
 
 // plan_device, timed (LOOM_STATS).
@@ -358,7 +371,10 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
     deliver(kept, buf, count, type, comm, st);
     return completed_request(st, req);
   }
-  if (!on_device(buf, count, type)) {
+  const bool device = on_device(buf, count, type);
+  if (device && native(count, type, comm, source))  // no header comes from such a peer
+    return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
+  if (!device) {
     int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
     if (rc == MPI_SUCCESS && watching_host_recvs() && req)
       runtime()->requests.add(*req, host_recv_op(buf, count, type, comm));
@@ -375,14 +391,14 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 // MPI_Issend): host buffers straight to it, device buffers through staging.
 int send_any(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
              MPI_Comm comm) {
-  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type) || native(count, type, comm, dest))
     return next(buf, count, type, dest, tag, comm);
   return send_device(next, buf, count, type, dest, tag, comm);
 }
 
 int isend_any(IsendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* req) {
-  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type) || native(count, type, comm, dest))
     return next(buf, count, type, dest, tag, comm, req);
   return isend_device(next, buf, count, type, dest, tag, comm, req);
 }
@@ -413,7 +429,10 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
     put(status, st);
     return rc == MPI_SUCCESS ? rc : raise(comm, rc, "receive of a probed message");
   }
-  if (!on_device(buf, count, type)) {
+  const bool device = on_device(buf, count, type);
+  if (device && native(count, type, comm, source))  // no header comes from such a peer
+    return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  if (!device) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
     MPI_Status st;

@@ -10,6 +10,7 @@
 
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
+#include "util/knobs.hpp"
 #include "util/log.hpp"
 #include "util/stats.hpp"
 
@@ -46,7 +47,7 @@ int delete_ranks(MPI_Comm, int, void* attr, void*) {
 }  // namespace
 
 std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_copy, size_t chunk,
-                                               bool host_mode) {
+                                               bool host_mode, bool want_native) {
   int me = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &me);
   std::unique_ptr<transport::PeerMemory> mem;
@@ -59,17 +60,21 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   }
   // Every rank takes part in the same collectives, whatever it can do. The
   // chunk size must agree too: the smallest wins, 0 (off) included.
-  int can[3] = {want_device && (host_mode || mem) ? 1 : 0,
-                static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30)), want_zero_copy ? 1 : 0};
-  int all[3] = {0, 0, 0};
-  PMPI_Allreduce(can, all, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  int can[4] = {want_device && (host_mode || mem) ? 1 : 0,
+                static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30)), want_zero_copy ? 1 : 0,
+                want_native ? 1 : 0};
+  int all[4] = {0, 0, 0, 0};
+  PMPI_Allreduce(can, all, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (want_device && !all[0])
     LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
-  if (!all[0] && !all[1]) return nullptr;
+  if (want_native && !all[3])
+    LOOM_INFO(kTransport, "device memory to the MPI: off, not every rank's MPI moves it");
+  if (!all[0] && !all[1] && !all[3]) return nullptr;
   if (!all[0]) mem.reset();
   std::unique_ptr<Rendezvous> rv(new Rendezvous());
   rv->world_rank_ = me;
   rv->chunk_ = static_cast<size_t>(all[1]);
+  rv->native_ = all[3] != 0;
   if (me == 0) {
     std::random_device rd;
     rv->nonce_ = (uint64_t{rd()} << 32) ^ rd() ^
@@ -97,6 +102,8 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
   rv->node_of_.resize(static_cast<size_t>(size));
   PMPI_Allgather(&leader, 1, MPI_INT, rv->node_of_.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  if (knob_true(knobs().test_off_node))  // one rank per node, as far as Loom can tell
+    for (int r = 0; r < size; ++r) rv->node_of_[static_cast<size_t>(r)] = r;
 
   PMPI_Comm_dup(MPI_COMM_WORLD, &rv->ctrl_);
   // Zero-copy acks take tags above the chunks'. MPI promises only 32767; a
@@ -112,6 +119,10 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
     LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
   if (rv->chunk_)
     LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);
+  if (rv->native_)
+    LOOM_INFO(kTransport,
+              "device memory to the MPI: contiguous device messages to other nodes go to it as "
+              "they lie");
   return rv;
 }
 

@@ -66,13 +66,24 @@ class Rendezvous {
   // method, can lend memory); null when neither is.
   // `want_zero_copy`: this rank would lend contiguous buffers as they lie
   // (LOOM_ZCOPY_MIN); on only where every rank wants it.
+  // `want_native`: this rank's MPI moves device memory itself
+  // (mpi_moves_device_memory); on only where every rank's does.
   static std::unique_ptr<Rendezvous> create(bool want_device, bool want_zero_copy, size_t chunk,
-                                            bool host_mode);
+                                            bool host_mode, bool want_native = false);
   ~Rendezvous();
 
   // World rank of `rank` of comm when it is a process of this node, this
   // one included (the method needs shared memory between them); -1 otherwise.
   int peer_on_node(MPI_Comm comm, int rank);
+
+  // Messages of device memory to `rank` of comm may go to the MPI as they
+  // lie: the MPI moves device memory (every rank's does) and the peer is on
+  // another node. Such a peer is never sent a header (it may receive
+  // straight into device memory), so the pipelined chunks stay off for it.
+  bool native_to(MPI_Comm comm, int rank) {
+    return native_ && rank >= 0 && peer_on_node(comm, rank) < 0;
+  }
+  bool native() const { return native_; }
 
   // The device method is on (memory is lent); pipelined chunks are on.
   bool lends() const { return mem_ != nullptr; }
@@ -160,7 +171,8 @@ class Rendezvous {
   std::atomic<uint64_t> pulled_{0};
   std::atomic<uint64_t> chunked_{0};
   size_t chunk_ = 0;  // 0: no pipelined chunks
-  int zc_tags_ = 0;   // tags for zero-copy acks, above the chunks' (0: none)
+  bool native_ = false;
+  int zc_tags_ = 0;  // tags for zero-copy acks, above the chunks' (0: none)
   std::unordered_map<uint64_t, transport::Segment> copies_;  // zero-copy stand-ins, by seq
   struct Sending {
     std::vector<MPI_Request> reqs;

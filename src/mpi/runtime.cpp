@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "loom/loom.h"
+#include "mpi/cuda_aware.hpp"
 #include "stream/engine.hpp"
 #include "transport/identity.hpp"
 #include "transport/memtype.hpp"
@@ -278,9 +279,14 @@ extern "C" int loom_init(void) {
   stats::enable(knob_true(knobs().stats));
   transport::memtype_init();
   auto* rt = new Runtime();
-  if (up)
+  if (up) {
+    std::string why;
+    const bool native = mpi::mpi_moves_device_memory(&why);
+    LOOM_INFO(kMpi, "the MPI %s device memory: %s", native ? "moves" : "does not move",
+              why.c_str());
     rt->rv = mpi::Rendezvous::create(rt->wants_device_method(), rt->wants_zero_copy(),
-                                     rt->wanted_chunk(), rt->host_as_device());
+                                     rt->wanted_chunk(), rt->host_as_device(), native);
+  }
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
   if (up) rt->streams = std::make_unique<stream::Engine>();
   rt->load_model(rank <= 0);

@@ -33,6 +33,10 @@ namespace loom {
     "ranks alike)")                                                                         \
   X(pipeline_min, "LOOM_PIPELINE_MIN", "4194304",                                           \
     "smallest staged message sent in pipelined chunks (bytes)")                             \
+  X(mpi_cuda_aware, "LOOM_MPI_CUDA_AWARE", "auto",                                          \
+    "the MPI moves device memory itself: auto (MPIX_Query_cuda_support, or UCX with CUDA "  \
+    "under Open MPI's pml ucx)|1 (trust it)|0; then contiguous device messages to other "   \
+    "nodes go straight to it")                                                              \
   X(stats, "LOOM_STATS", "0",                                                               \
     "each rank prints where its time went inside Loom (phases of the device paths: calls, " \
     "total and mean time) at MPI_Finalize")                                                 \
@@ -40,6 +44,8 @@ namespace loom {
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \
     "test only: every staging and scratch pool request fails, to test the fallbacks")       \
+  X(test_off_node, "LOOM_TEST_OFF_NODE", "0",                                               \
+    "test only: every other rank counts as on another node (one rank per node)")            \
   X(test_pack_delay_us, "LOOM_TEST_PACK_DELAY_US", "0",                                     \
     "test only: the host engine runs device-method packs this late, in a thread of its "    \
     "own, as a GPU may (receivers and senders must wait for their ready words)")

@@ -244,8 +244,75 @@ TEST_F(P2P, DifferentReceiverTypeAndShortMessage) {
 // device method: a header through the MPI, the bytes through lent memory.
 // (On a GPU machine the method is on in every mode, but buffers here are
 // host memory, so nothing takes it.)
+// Under mode "native" every peer is on another node, reached by the MPI
+// itself: neither the device method nor pipelined chunks go to it.
+bool native_peers() {
+  return runtime() && runtime()->rv && runtime()->rv->native();
+}
 bool device_method_on() {
-  return runtime() && runtime()->rv && runtime()->rv->lends() && runtime()->host_as_device();
+  return runtime() && runtime()->rv && runtime()->rv->lends() && runtime()->host_as_device() &&
+         !native_peers();
+}
+
+// Mode "native": contiguous device messages to peers of other nodes go to
+// the MPI as they lie, and those peers are never sent a header, so a
+// receive straight into device memory gets the data itself: contiguous to
+// contiguous, a derived type (staged, its pipelined chunks declined) into
+// contiguous bytes and into the same type, and a wildcard receive.
+TEST_F(P2P, NativePeersGetDataNotHeaders) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  if (!native_peers() || !runtime()->host_as_device())
+    GTEST_SKIP() << "the MPI does not take device memory here (mode native)";
+  const uint64_t lent0 = runtime()->rv->messages_lent();
+  const uint64_t chunked0 = runtime()->rv->messages_chunked();
+  MPI_Datatype t;
+  MPI_Type_vector(10007, 3, 5, MPI_INT, &t);  // 120084 packed bytes: above the chunks' minimum
+  MPI_Type_commit(&t);
+  int packed = 0;
+  MPI_Type_size(t, &packed);
+  std::vector<int> big(300000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int>(i) * 5 + me;
+  Buffer src(t, 1, 77), initial(t, 1, 0);
+  for (int how = 0; how < 4; ++how) {
+    SCOPED_TRACE("case " + std::to_string(how));
+    if (me % 2 == 0) {
+      if (how == 0 || how == 3)
+        ASSERT_EQ(MPI_Send(big.data(), 300000, MPI_INT, peer, 80 + how, MPI_COMM_WORLD),
+                  MPI_SUCCESS);
+      else
+        ASSERT_EQ(MPI_Send(src.origin(), 1, t, peer, 80 + how, MPI_COMM_WORLD), MPI_SUCCESS);
+      continue;
+    }
+    const int from = peer;
+    if (how == 0 || how == 3) {  // contiguous, then a wildcard receive of the same
+      std::vector<int> got(300000, -1);
+      MPI_Request r;
+      ASSERT_EQ(MPI_Irecv(got.data(), 300000, MPI_INT, how == 3 ? MPI_ANY_SOURCE : peer, 80 + how,
+                          MPI_COMM_WORLD, &r),
+                MPI_SUCCESS);
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], static_cast<int>(i) * 5 + from) << "at " << i;
+    } else if (how == 1) {  // a derived type's packed bytes, received as bytes
+      std::vector<unsigned char> got(static_cast<size_t>(packed));
+      std::vector<unsigned char> want(static_cast<size_t>(packed));
+      int pos = 0;
+      PMPI_Pack(src.origin(), 1, t, want.data(), packed, &pos, MPI_COMM_SELF);
+      ASSERT_EQ(MPI_Recv(got.data(), packed, MPI_BYTE, peer, 81, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      EXPECT_EQ(got, want);
+    } else {  // the same type on both sides
+      Buffer dst(t, 1, 0);
+      ASSERT_EQ(MPI_Recv(dst.origin(), 1, t, peer, 82, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      EXPECT_EQ(dst.bytes, expected(t, 1, src, t, 1, initial));
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(runtime()->rv->messages_lent(), lent0);
+  EXPECT_EQ(runtime()->rv->messages_chunked(), chunked0);
+  MPI_Type_free(&t);
 }
 
 // Under LOOM_PIPELINE_CHUNK (ctest mode "pipeline") large staged messages go
@@ -256,7 +323,7 @@ TEST_F(P2P, PipelinedMessagesArrive) {
   const int me = rank(), peer = me ^ 1;
   if (peer >= size()) return;
   if (!runtime() || !runtime()->rv || runtime()->rv->chunk_bytes() == 0 ||
-      !runtime()->host_as_device())
+      !runtime()->host_as_device() || native_peers())
     GTEST_SKIP() << "pipelined chunks off, or host buffers (which the MPI moves)";
   const uint64_t chunked0 = runtime()->rv->messages_chunked();
   MPI_Datatype t;
