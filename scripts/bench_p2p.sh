@@ -5,7 +5,8 @@
 #   loom-zcopy   the same with the zero-copy device method (LOOM_ZCOPY_MIN=0)
 #   naive        no Loom: the program copies to pinned host memory itself
 #   ucx-cuda     no Loom: Open MPI over UCX built with CUDA, when
-#                UCX_CUDA_MPIRUN is set (source ucx-cuda.sh activate ...)
+#                UCX_CUDA_MPIRUN is set (source ucx-cuda.sh activate ...);
+#                then Loom over it too (loom-over-ucx, loom-native below)
 # Two ranks; with one GPU they share it, so MPS must be on (the caller's job).
 #   scripts/bench_p2p.sh BUILD_DIR OUT_CSV [--quick]
 set -uo pipefail
@@ -30,4 +31,15 @@ done
 if [ -n "${UCX_CUDA_MPIRUN:-}" ]; then
   # shellcheck disable=SC2086
   run ucx-cuda $UCX_CUDA_MPIRUN -- --type contig
+  # Loom over the peer (LOOM_MPI_CUDA_AWARE=auto finds UCX with CUDA):
+  #   loom-over-ucx  on one node Loom keeps its own methods;
+  #   loom-native    every rank counts as on a node of its own
+  #                  (LOOM_TEST_OFF_NODE), so contiguous device messages go
+  #                  to the peer as they lie: the cost of Loom in that path.
+  for type in contig vector; do
+    # shellcheck disable=SC2086
+    run loom-over-ucx $UCX_CUDA_MPIRUN -x LD_PRELOAD="$lib" -- --type $type
+    # shellcheck disable=SC2086
+    run loom-native $UCX_CUDA_MPIRUN -x LD_PRELOAD="$lib" -x LOOM_TEST_OFF_NODE=1 -- --type $type
+  done
 fi
