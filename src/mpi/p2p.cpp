@@ -50,20 +50,38 @@ int stage_send(const void* buf, MPI_Comm comm, DevicePlan& p, transport::Staged&
 // messages as a header, and only peers elsewhere fill the staging.
 constexpr int64_t kLazyStageMin = int64_t{1} << 20;
 
+// Scratch for a message of p to or from a peer the MPI reaches with device
+// memory (Rendezvous::native_to). False: none (host staging then).
+bool native_scratch(const DevicePlan& p, MPI_Comm comm, int peer, transport::Staged& out) {
+  Runtime* rt = runtime();
+  if (p.span() || !p.mover || !rt->rv || !rt->rv->native_to(comm, peer)) return false;
+  auto s = p.mover->scratch(static_cast<size_t>(p.msg.bytes));
+  if (!s) return false;
+  out = std::move(s.value());
+  return true;
+}
+
 // Staging for a receive; for spans, with the span's current bytes, so the
-// gaps the MPI leaves alone go back up unchanged.
-int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p,
-               PendingOp& op) {
+// gaps the MPI leaves alone go back up unchanged. From a `peer` the MPI
+// reaches with device memory (Rendezvous::native_to), the packed bytes land
+// in the mover's scratch instead (kNativeRecv).
+int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, PendingOp& op,
+               int peer = MPI_ANY_SOURCE) {
   int rc = plan_device(count, type, comm, p);
   if (rc != MPI_SUCCESS) return rc;
+  Runtime* rt = runtime();
+  const size_t bytes = static_cast<size_t>(p.msg.bytes);
+  op.kind = PendingOp::Kind::kRecv;
   if (p.span()) {
+    op.kind = PendingOp::Kind::kSpanRecv;
+    op.span_lo = p.span_lo;
     rc = stage_send(buf, comm, p, op.staged);
     if (rc != MPI_SUCCESS) return rc;
+  } else if (native_scratch(p, comm, peer, op.staged)) {
+    op.kind = PendingOp::Kind::kNativeRecv;
   } else {  // just room: the receive overwrites it (packing the buffer first cost a copy)
-    Runtime* rt = runtime();
     const bool lazy = rt->rv && rt->rv->lends() && p.msg.bytes >= kLazyStageMin;
-    auto s = lazy ? rt->reserved.stage(static_cast<size_t>(p.msg.bytes))
-                  : p.mover->stage(static_cast<size_t>(p.msg.bytes));
+    auto s = lazy ? rt->reserved.stage(bytes) : p.mover->stage(bytes);
     if (!s) return raise(comm, s.status());
     op.staged = std::move(s.value());
   }
@@ -72,11 +90,7 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   op.count = count;
   op.mpi_type = type;
   op.comm = comm;
-  if (p.span()) {
-    op.kind = PendingOp::Kind::kSpanRecv;
-    op.span_lo = p.span_lo;
-  } else {
-    op.kind = PendingOp::Kind::kRecv;
+  if (!p.span()) {
     op.type = p.type;
     op.msg = p.msg;
   }
@@ -140,14 +154,49 @@ bool chunked_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
 // A device message the MPI takes as it lies (Rendezvous::native_to): a
 // contiguous message of a type Loom reads, to or from a rank of another
 // node, where the MPI moves device memory itself. Both ends decide alike:
-// such a peer is never sent a header.
-bool native(int count, MPI_Datatype type, MPI_Comm comm, int peer) {
+// such a peer is never sent a header. The MPI is given the bytes as
+// MPI_BYTE: Open MPI's pml ucx packs on the host every type it does not
+// itself see as contiguous (a struct without gaps, a resized type), device
+// memory or not.
+struct Native {
+  int64_t base = 0;  // where the bytes start, from the buffer
+  size_t bytes = 0;
+};
+bool native(int count, MPI_Datatype type, MPI_Comm comm, int peer, Native* out) {
   Runtime* rt = runtime();
-  if (!rt || !rt->rv || !rt->rv->native_to(comm, peer)) return false;
+  if (!rt || !rt->rv || count < 0 || !rt->rv->native_to(comm, peer)) return false;
   auto e = rt->types.lookup(type);
   if (!e) return false;
   transport::Message m;
-  return fill_message(*e.value(), count, &m) && transport::contiguous_at(m, nullptr);
+  if (!fill_message(*e.value(), count, &m) || !transport::contiguous_at(m, &out->base))
+    return false;
+  out->bytes = static_cast<size_t>(m.bytes);
+  return true;
+}
+
+// call(where, count, type) with the bytes of a native message.
+template <class Call>
+int as_bytes(const void* buf, const Native& n, Call call) {
+  ByteArg a;
+  int rc = a.make(n.bytes);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = call(const_cast<char*>(static_cast<const char*>(buf)) + n.base, a.count, a.type);
+  a.release();  // MPI allows freeing a type while an operation uses it
+  return rc;
+}
+
+// A message of a derived type to a peer the MPI reaches with device memory:
+// packed by one kernel into scratch, which the MPI is handed as bytes.
+// False: host staging.
+bool pack_native(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
+                 transport::Staged& out) {
+  if (!native_scratch(p, comm, dest, out)) return false;
+  Status s = p.mover->pack_to(p.msg, buf, out.dev);
+  if (s.is_ok()) return true;
+  LOOM_WARN(kTransport, "pack into device scratch: %s; staging this message instead",
+            s.message().c_str());
+  out = transport::Staged();
+  return false;
 }
 
 // plan_device, timed (LOOM_STATS).
@@ -187,6 +236,10 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
   if (chunked_send(p, buf, comm, dest, &hdr))
     return next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
   transport::Staged staged;
+  if (pack_native(p, buf, comm, dest, staged))
+    return as_bytes(staged.dev, Native{0, staged.bytes}, [&](void* where, int c, MPI_Datatype t) {
+      return next(where, c, t, dest, tag, comm);
+    });
   if ((rc = stage_send(buf, comm, p, staged)) != MPI_SUCCESS) return rc;
   if (p.span())
     return next(static_cast<char*>(staged.host) - p.span_lo, count, type, dest, tag, comm);
@@ -230,6 +283,11 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
     }
     if (rc != MPI_SUCCESS && op.packing) runtime()->rv->wait_packed(op.packing);
     op.staged.hold = std::move(hdr);  // the header lives until the send completes
+  } else if (pack_native(p, buf, comm, dest, op.staged)) {
+    rc = as_bytes(op.staged.dev, Native{0, op.staged.bytes},
+                  [&](void* where, int c, MPI_Datatype t) {
+                    return next(where, c, t, dest, tag, comm, req);
+                  });
   } else {
     if ((rc = stage_send(buf, comm, p, op.staged)) != MPI_SUCCESS) return rc;
     if (p.span()) {
@@ -250,12 +308,12 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
 // are the MPI's own, raised on the communicator by its receive.
 template <class Post>
 int post_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, PendingOp& op, bool blocking,
-              Post post) {
+              Post post, int peer = MPI_ANY_SOURCE) {
   stats::Scope whole(stats::kRecvPost);
   DevicePlan p;
-  int rc = stage_recv(buf, count, type, comm, p, op);
+  int rc = stage_recv(buf, count, type, comm, p, op, peer);
   if (rc != MPI_SUCCESS) return rc;
-  void* where = op.staged.host;
+  void* where = op.kind == PendingOp::Kind::kNativeRecv ? op.staged.dev : op.staged.host;
   ByteArg a;
   if (p.span()) {
     where = static_cast<char*>(op.staged.host) - p.span_lo;
@@ -267,17 +325,21 @@ int post_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, PendingOp&
   rc = post(where, a.count, a.type);
   if (!p.span()) a.release();
   Runtime* rt = runtime();
-  if (blocking && rc != MPI_SUCCESS && rt->rv && !p.span())  // a header the MPI cut short?
+  if (blocking && rc != MPI_SUCCESS && rt->rv && op.kind == PendingOp::Kind::kRecv)
+    // a header the MPI cut short?
     rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
   return rc;
 }
 
 int post_recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               PendingOp& op, MPI_Request* req, MPI_Status* st) {
-  return post_recv(buf, count, type, comm, op, !req, [&](void* where, int n, MPI_Datatype t) {
-    return req ? LOOM_NEXT(MPI_Irecv)(where, n, t, source, tag, comm, req)
-               : LOOM_NEXT(MPI_Recv)(where, n, t, source, tag, comm, st);
-  });
+  return post_recv(
+      buf, count, type, comm, op, !req,
+      [&](void* where, int n, MPI_Datatype t) {
+        return req ? LOOM_NEXT(MPI_Irecv)(where, n, t, source, tag, comm, req)
+                   : LOOM_NEXT(MPI_Recv)(where, n, t, source, tag, comm, st);
+      },
+      source);
 }
 
 // Host receives need Loom only while the device method is on: they may
@@ -372,8 +434,10 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
     return completed_request(st, req);
   }
   const bool device = on_device(buf, count, type);
-  if (device && native(count, type, comm, source))  // no header comes from such a peer
-    return LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
+  if (Native n; device && native(count, type, comm, source, &n))  // no header comes from it
+    return as_bytes(buf, n, [&](void* where, int c, MPI_Datatype t) {
+      return LOOM_NEXT(MPI_Irecv)(where, c, t, source, tag, comm, req);
+    });
   if (!device) {
     int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
     if (rc == MPI_SUCCESS && watching_host_recvs() && req)
@@ -391,15 +455,23 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 // MPI_Issend): host buffers straight to it, device buffers through staging.
 int send_any(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
              MPI_Comm comm) {
-  if (dest == MPI_PROC_NULL || !on_device(buf, count, type) || native(count, type, comm, dest))
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
     return next(buf, count, type, dest, tag, comm);
+  if (Native n; native(count, type, comm, dest, &n))
+    return as_bytes(buf, n, [&](void* where, int c, MPI_Datatype t) {
+      return next(where, c, t, dest, tag, comm);
+    });
   return send_device(next, buf, count, type, dest, tag, comm);
 }
 
 int isend_any(IsendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
               MPI_Comm comm, MPI_Request* req) {
-  if (dest == MPI_PROC_NULL || !on_device(buf, count, type) || native(count, type, comm, dest))
+  if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
     return next(buf, count, type, dest, tag, comm, req);
+  if (Native n; native(count, type, comm, dest, &n))
+    return as_bytes(buf, n, [&](void* where, int c, MPI_Datatype t) {
+      return next(where, c, t, dest, tag, comm, req);
+    });
   return isend_device(next, buf, count, type, dest, tag, comm, req);
 }
 
@@ -430,8 +502,10 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
     return rc == MPI_SUCCESS ? rc : raise(comm, rc, "receive of a probed message");
   }
   const bool device = on_device(buf, count, type);
-  if (device && native(count, type, comm, source))  // no header comes from such a peer
-    return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
+  if (Native n; device && native(count, type, comm, source, &n))  // no header comes from it
+    return as_bytes(buf, n, [&](void* where, int c, MPI_Datatype t) {
+      return LOOM_NEXT(MPI_Recv)(where, c, t, source, tag, comm, status);
+    });
   if (!device) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);

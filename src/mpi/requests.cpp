@@ -336,7 +336,9 @@ int finish(PendingOp& op, MPI_Status& st) {
   Runtime* rt = runtime();
   Rendezvous* rv = rt ? rt->rv.get() : nullptr;
   Status s;
-  if (op.kind == PendingOp::Kind::kRecv) {
+  if (op.kind == PendingOp::Kind::kNativeRecv) {
+    s = op.mover->unpack_from(op.msg, op.staged.dev, static_cast<size_t>(received), op.user);
+  } else if (op.kind == PendingOp::Kind::kRecv) {
     Header h;
     if (rv && rv->is_header(op.staged.host, static_cast<size_t>(received), &h))
       return pull_into_device(*rv, h, *op.mover, op.msg, op.user, st);

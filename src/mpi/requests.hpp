@@ -29,7 +29,9 @@ struct PendingOp {
   // outputs back up (coll_call.hpp).
   // kZeroSend: a zero-copy device-method send, whose MPI request is the
   // receive of its ack (rendezvous.hpp); `header` is the header's send.
-  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone, kColl, kZeroSend };
+  // kNativeRecv: a receive the MPI fills in the mover's scratch (staged.dev)
+  // from a peer it reaches with device memory (p2p.cpp); then unpacked as kRecv.
+  enum class Kind { kSend, kRecv, kSpanRecv, kHostRecv, kDone, kColl, kZeroSend, kNativeRecv };
   Kind kind = Kind::kSend;
   transport::Staged staged;
   transport::Mover* mover = nullptr;

@@ -105,6 +105,18 @@ class GpuMover final : public Mover {
     return s;
   }
 
+  Result<Staged> scratch(size_t bytes) override {
+    Staged s;
+    s.bytes = bytes;
+    if (bytes == 0) return s;
+    auto l = scratch_lease(bytes);
+    if (!l) return l.status();
+    auto lease = std::make_shared<pack::PoolLease>(std::move(l.value()));
+    s.dev = lease->get();
+    s.hold = lease;
+    return s;
+  }
+
   Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
     const char* src = static_cast<const char*>(s.dev);

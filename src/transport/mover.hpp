@@ -49,6 +49,14 @@ class Mover {
   virtual Result<Staged> pack(const Message& m, const void* user) = 0;
   // Staging to receive up to `bytes` into.
   virtual Result<Staged> stage(size_t bytes) = 0;
+  // Memory of the mover's engine (device scratch on a GPU; host memory for
+  // the host engine), at `dev`: what pack_to writes and unpack_from reads,
+  // and what an MPI that moves device memory is handed in their place.
+  virtual Result<Staged> scratch(size_t bytes) {
+    auto s = stage(bytes);
+    if (s) s->dev = s->host;
+    return s;
+  }
   // Unpacks the first `received` bytes of `s` into `user`: whole elements,
   // then the leading bytes of a partial one when the sender sent less.
   virtual Status unpack(const Message& m, const Staged& s, size_t received, void* user) = 0;
