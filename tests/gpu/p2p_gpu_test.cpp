@@ -173,6 +173,8 @@ TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
   const char* m = std::getenv("LOOM_METHOD");
   if (!m || std::string(m) != "device") GTEST_SKIP() << "LOOM_METHOD is not device";
   ASSERT_TRUE(runtime() && runtime()->rv) << "device method did not come up";
+  if (runtime()->rv->native_to(MPI_COMM_WORLD, peer_))
+    GTEST_SKIP() << "the peer counts as on another node (LOOM_TEST_OFF_NODE)";
   const uint64_t lent = runtime()->rv->messages_lent(), pulled = runtime()->rv->messages_pulled();
   MPI_Datatype t;
   MPI_Type_vector(4096, 16, 64, MPI_BYTE, &t);
@@ -194,6 +196,8 @@ TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
 TEST_F(GpuP2P, PipelinedStagedCarriesMessages) {
   if (!std::getenv("LOOM_PIPELINE_CHUNK")) GTEST_SKIP() << "LOOM_PIPELINE_CHUNK not set";
   ASSERT_TRUE(runtime() && runtime()->rv && runtime()->rv->chunk_bytes() > 0);
+  if (runtime()->rv->native_to(MPI_COMM_WORLD, peer_))
+    GTEST_SKIP() << "the MPI reaches the peer with device memory: no chunks go to it";
   const uint64_t chunked = runtime()->rv->messages_chunked();
   MPI_Datatype t;
   MPI_Type_vector(100003, 24, 40, MPI_BYTE, &t);  // 2.4 MB packed: an odd last chunk
