@@ -35,6 +35,8 @@ struct DevicePlan {
   int64_t span_lo = 0;
   int64_t span_bytes = 0;
   bool span() const { return !type; }
+  // A type Loom reads, and no data: a zero count or a type of size 0.
+  bool empty() const { return !span() && msg.bytes == 0; }
 };
 
 // The message of `count` elements of a type Loom reads; false when its size

@@ -101,8 +101,11 @@ extern "C" int loom_unpack(const void* inbuf, int insize, int* position, void* o
 }
 
 // The interposed MPI_Pack / MPI_Unpack: host buffers go to the MPI as they
-// are; with a device buffer on either side the bytes pass through host
-// memory and the device side is packed or unpacked by a mover.
+// are. With both sides on the device, types Loom reads are packed or
+// unpacked by one kernel straight between them; with one side on the
+// device, the bytes pass through host staging (the one-shot kernel writes
+// mapped pinned memory) and one copy. Types Loom cannot read go through the
+// host whole, handled by the MPI.
 namespace loom::mpi {
 namespace {
 
@@ -128,6 +131,18 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, in
   DevicePlan p;
   int rc = plan_device(incount, type, comm, p);
   if (rc != MPI_SUCCESS) return rc;
+  if (!p.span() && (rc = check_room(comm, position, outsize, p.msg.bytes)) != MPI_SUCCESS)
+    return rc;
+  if (p.empty()) return check_room(comm, position, outsize, 0);  // nothing to move
+  if (dev_in && dev_out && !p.span()) {
+    // Device to device: one kernel writes the packed bytes where they go.
+    if (p.msg.bytes > 0) {
+      loom::Status c = p.mover->pack_to(p.msg, inbuf, static_cast<char*>(outbuf) + *position);
+      if (!c) return raise(comm, c);
+    }
+    *position += static_cast<int>(p.msg.bytes);
+    return MPI_SUCCESS;
+  }
   // The packed bytes, in host memory.
   loom::transport::Staged bytes;
   if (dev_in && !p.span()) {
@@ -150,7 +165,8 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype type, void* outbuf, in
       from = static_cast<char*>(span->host) - p.span_lo;
     }
     int pos = 0;
-    rc = LOOM_NEXT(MPI_Pack)(from, incount, type, out->host, cap, &pos, comm);
+    char none = 0;  // the MPI refuses a null output even for no bytes
+    rc = LOOM_NEXT(MPI_Pack)(from, incount, type, cap ? out->host : &none, cap, &pos, comm);
     if (rc != MPI_SUCCESS) return rc;
     bytes = std::move(out.value());
     bytes.bytes = static_cast<size_t>(pos);
@@ -179,35 +195,53 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
   if (rc != MPI_SUCCESS) return rc;
   if (!position || *position < 0 || insize < 0)
     return raise(comm, MPI_ERR_ARG, "bad position or size");
+  if (p.empty()) return MPI_SUCCESS;  // nothing to move
+  const char* src = static_cast<const char*>(inbuf) + *position;
+  if (dev_out && !p.span()) {
+    if ((rc = check_room(comm, position, insize, p.msg.bytes)) != MPI_SUCCESS) return rc;
+    if (p.msg.bytes > 0) {
+      const size_t n = static_cast<size_t>(p.msg.bytes);
+      loom::Status u;
+      if (dev_in) {
+        // Device to device: one kernel reads the packed bytes where they lie.
+        u = p.mover->unpack_from(p.msg, src, n, outbuf);
+      } else {
+        // Only this call's bytes go up (the input may hold many more).
+        auto in = p.mover->stage(n);
+        if (!in) return raise(comm, in.status());
+        std::memcpy(in->host, src, n);
+        u = p.mover->unpack(p.msg, in.value(), n, outbuf);
+      }
+      if (!u) return raise(comm, u);
+    }
+    *position += static_cast<int>(p.msg.bytes);
+    return MPI_SUCCESS;
+  }
   // The packed input, in host memory.
   const size_t avail = static_cast<size_t>(insize - std::min(insize, *position));
   auto in = p.mover->stage(avail);
   if (!in) return raise(comm, in.status());
-  const char* src = static_cast<const char*>(inbuf) + *position;
   if (avail > 0) {
     loom::Status c = dev_in ? p.mover->copy_to_host(in->host, src, avail)
                             : (std::memcpy(in->host, src, avail), loom::Status::ok());
     if (!c) return raise(comm, c);
   }
-  if (dev_out && !p.span()) {
-    if ((rc = check_room(comm, position, insize, p.msg.bytes)) != MPI_SUCCESS) return rc;
-    loom::Status u = p.mover->unpack(p.msg, in.value(), static_cast<size_t>(p.msg.bytes), outbuf);
-    if (!u) return raise(comm, u);
-    *position += static_cast<int>(p.msg.bytes);
-    return MPI_SUCCESS;
-  }
   // The MPI unpacks into host memory: for a device output, into its span.
   auto span = p.mover->stage(static_cast<size_t>(p.span_bytes));
   if (!span) return raise(comm, span.status());
+  char none = 0;  // the MPI refuses null buffers even for no bytes
   void* to = outbuf;
-  if (dev_out) {
+  if (dev_out && p.span_bytes == 0) {
+    to = &none;
+  } else if (dev_out) {
     loom::Status c = p.mover->copy_to_host(span->host, static_cast<char*>(outbuf) + p.span_lo,
                                            static_cast<size_t>(p.span_bytes));
     if (!c) return raise(comm, c);
     to = static_cast<char*>(span->host) - p.span_lo;
   }
   int pos = 0;
-  rc = LOOM_NEXT(MPI_Unpack)(in->host, static_cast<int>(avail), &pos, to, outcount, type, comm);
+  rc = LOOM_NEXT(MPI_Unpack)(avail ? in->host : &none, static_cast<int>(avail), &pos, to, outcount,
+                             type, comm);
   if (rc != MPI_SUCCESS) return rc;
   if (dev_out) {
     loom::Status c = p.mover->copy_from_host(static_cast<char*>(outbuf) + p.span_lo, span->host,

@@ -15,7 +15,11 @@
 #include "util/knobs.hpp"
 
 #ifdef LOOM_HAVE_CUDA
+#include <cuda.h>  // attribute names only: the driver is reached through dlsym
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "transport/range_cache.hpp"
 #endif
 
 namespace loom::transport {
@@ -76,8 +80,92 @@ bool on_own_stack(const void* p) {
   return at >= lo && at < hi;
 }
 
+#ifdef LOOM_HAVE_CUDA
+namespace {
+// Device allocations seen, so a buffer classified once costs a lookup after.
+// A hit is trusted (kCacheOn): cudaMalloc hands out addresses from ranges
+// the driver keeps reserved for the context's life, so an address freed and
+// used again is device memory again (a new allocation over it replaces the
+// entry on its first miss). kCacheVerify also asks the driver for the
+// buffer id on every hit and drops the entry when it changed: for programs
+// that release device address ranges themselves (cuMemAddressFree).
+enum CacheMode : int { kCacheOff = 0, kCacheOn = 1, kCacheVerify = 2 };
+std::atomic<int> g_cache_mode{kCacheOn};
+RangeCache g_devices;
+
+using PointerAttrsFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+PointerAttrsFn pointer_attrs() {
+  static PointerAttrsFn fn = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
+    return lib ? reinterpret_cast<PointerAttrsFn>(dlsym(lib, "cuPointerGetAttributes")) : nullptr;
+  }();
+  return fn;
+}
+
+// The allocation holding p: false where the driver does not know it.
+bool allocation_of(const void* p, RangeCache::Hit* h) {
+  PointerAttrsFn attrs = pointer_attrs();
+  if (!attrs) return false;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long id = 0;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* out[] = {&base, &size, &id};
+  if (attrs(3, which, out, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS || base == 0 ||
+      size == 0)
+    return false;
+  *h = {static_cast<uintptr_t>(base), size, id};
+  return true;
+}
+
+bool buffer_id(const void* p, uint64_t* id) {
+  PointerAttrsFn attrs = pointer_attrs();
+  unsigned long long v = 0;
+  CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  void* out[] = {&v};
+  if (!attrs || attrs(1, which, out, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+    return false;
+  *id = v;
+  return v != 0;
+}
+
+MemKind query_cuda(const void* p) {
+  const int cache = g_cache_mode.load(std::memory_order_relaxed);
+  RangeCache::Hit h;
+  if (cache != kCacheOff && g_devices.find(p, &h)) {
+    uint64_t id = 0;
+    if (cache == kCacheOn || (buffer_id(p, &id) && id == h.id)) return MemKind::kDevice;
+    g_devices.erase(h.base, h.size);
+  }
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return MemKind::kHost;
+  }
+  if (a.type != cudaMemoryTypeDevice) return MemKind::kHost;
+  if (cache != kCacheOff && allocation_of(p, &h)) g_devices.insert(h.base, h.size, h.id);
+  return MemKind::kDevice;
+}
+}  // namespace
+
+int device_ranges_cached() {
+  return g_devices.size();
+}
+#else
+int device_ranges_cached() {
+  return 0;
+}
+#endif
+
 void memtype_init() {
   if (g_brk_start.load() == 0) g_brk_start.store(heap_start());
+#ifdef LOOM_HAVE_CUDA
+  const std::string c = knobs().memtype_cache;
+  g_cache_mode.store(c == "off" || c == "0" ? kCacheOff : c == "verify" ? kCacheVerify : kCacheOn);
+  g_devices.clear();
+#endif
   int mode = kAllHost;
   if (knob_true(knobs().test_host_as_device)) {
     mode = kAllDevice;
@@ -125,12 +213,7 @@ MemKind memkind(const void* p) {
 #ifdef LOOM_HAVE_CUDA
     case kQueryCuda: {
       if (in_brk_heap(p) || on_own_stack(p)) return MemKind::kHost;
-      cudaPointerAttributes a;
-      if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError();
-        return MemKind::kHost;
-      }
-      return a.type == cudaMemoryTypeDevice ? MemKind::kDevice : MemKind::kHost;
+      return query_cuda(p);
     }
 #endif
     default:

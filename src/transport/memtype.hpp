@@ -15,6 +15,10 @@ void memtype_init();
 // LOOM_TEST_HOST_AS_DEVICE every non-null buffer counts as device.
 MemKind memkind(const void* p);
 
+// Device allocations in the classification cache (LOOM_MEMTYPE_CACHE); for
+// tests and benchmarks.
+int device_ranges_cached();
+
 // Test mode only: [p, p + bytes) counts as host memory (bytes 0: unmark),
 // so CI can test host receives of device messages.
 void test_mark_host(const void* p, size_t bytes);

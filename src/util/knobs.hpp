@@ -40,6 +40,9 @@ namespace loom {
   X(stats, "LOOM_STATS", "0",                                                               \
     "each rank prints where its time went inside Loom (phases of the device paths: calls, " \
     "total and mean time) at MPI_Finalize")                                                 \
+  X(memtype_cache, "LOOM_MEMTYPE_CACHE", "on",                                              \
+    "device allocations seen are remembered: on|verify (a hit also checks the driver's "    \
+    "buffer id)|off (every buffer asks the driver)")                                        \
   X(test_host_as_device, "LOOM_TEST_HOST_AS_DEVICE", "0",                                   \
     "test only: treat host buffers as device buffers (host engine), to test without a GPU") \
   X(test_no_pools, "LOOM_TEST_NO_POOLS", "0",                                               \
