@@ -1,5 +1,6 @@
 #include "mpi/coll_engines.hpp"
 
+#include "coll/nccl_engine.hpp"
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
 #include "mpi/device_message.hpp"
@@ -25,7 +26,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   if (!c.active() || c.inter_comm() || c.size() < 2 || !rt->rv || !rt->rv->lends()) return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
-  if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
+  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
   if (!rt->rv->all_on_node(c.comm())) return false;
   env->comm = c.comm();
   env->rank = c.rank();
@@ -34,6 +35,48 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   env->mover = rt->mover(transport::Method::kDevice);
   env->reducer = rt->reducer();
   env->lend_user = rt->zero_copy_on();
+  return true;
+}
+
+// NCCL, where every rank of the communicator has a GPU of its own
+// (coll/nccl_engine.hpp): tried before the node engine, in auto from
+// LOOM_COLL_NODE_MIN bytes. `can`: this rank's buffers suit it (contiguous,
+// on the device); since they may not on every rank, the ranks agree with
+// one allreduce of that flag.
+bool nccl_gate(const Call& c, int64_t bytes, bool can) {
+  Runtime* rt = runtime();
+  const Mode m = mode();
+  if (!c.active() || c.inter_comm() || (m != Mode::kNccl && m != Mode::kAuto)) return false;
+  if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
+  if (!coll::nccl::usable(c.comm())) return false;
+  int mine = can && !rt->host_as_device() ? 1 : 0, all = 0;  // test mode: host memory
+  PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm());
+  if (!all) LOOM_DEBUG(kMpi, "%s: NCCL declined (some rank's buffers do not suit it)", c.fn());
+  return all != 0;
+}
+
+bool nccl_settle(const Call& c, const Status& s, int* rc) {
+  if (s.is_ok()) {
+    LOOM_DEBUG(kMpi, "%s: NCCL", c.fn());
+    *rc = MPI_SUCCESS;
+  } else {
+    *rc = raise(c.comm(), s);
+  }
+  return true;
+}
+
+// `count` elements of t at buf lie on the device as one run of bytes, from
+// *at; *bytes long. False for host memory, an empty run or a layout with gaps.
+bool device_run(const void* buf, int64_t count, MPI_Datatype t, char** at, size_t* bytes) {
+  if (!buf || buf == MPI_IN_PLACE || count <= 0 || count > INT32_MAX) return false;
+  auto e = runtime()->types.lookup(t);
+  transport::Message m;
+  int64_t base = 0;
+  if (!e || !fill_message(*e.value(), static_cast<int>(count), &m) || m.bytes <= 0 ||
+      !transport::contiguous_at(m, &base) || !on_device(buf, static_cast<int>(count), t))
+    return false;
+  *at = const_cast<char*>(static_cast<const char*>(buf)) + base;
+  *bytes = static_cast<size_t>(m.bytes);
   return true;
 }
 
@@ -389,6 +432,10 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  char* at = nullptr;
+  size_t n = 0;
+  if (nccl_gate(c, int64_t{count} * type_size(t), device_run(buf, count, t, &at, &n)))
+    return nccl_settle(c, coll::nccl::bcast(c.comm(), at, n, root), rc);
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   TypeRegistry::Entry keep;
   return settle(c, coll::bcast(env, part(buf, count, t, &keep), root), rc);
@@ -396,6 +443,17 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
 
 bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int* rc) {
   coll::NodeEnv env;
+  {
+    char *in = nullptr, *out = nullptr;
+    size_t n = 0;
+    bool can = coll::nccl::reducible(t, op) && device_run(r, count, t, &out, &n);
+    if (can && s == MPI_IN_PLACE)
+      in = out;
+    else
+      can = can && device_run(s, count, t, &in, &n);
+    if (nccl_gate(c, int64_t{count} * type_size(t), can))
+      return nccl_settle(c, coll::nccl::allreduce(c.comm(), in, out, count, t, op), rc);
+  }
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, true);
   const bool split = coll::split_allreduce(count, int64_t{count} * type_size(t), c.size());
@@ -406,6 +464,18 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
             int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;
+  {
+    const bool at_root = c.rank() == root;
+    char *in = nullptr, *out = nullptr;
+    size_t n = 0;
+    bool can = coll::nccl::reducible(t, op) && (!at_root || device_run(r, count, t, &out, &n));
+    if (can && at_root && s == MPI_IN_PLACE)
+      in = out;
+    else
+      can = can && device_run(s, count, t, &in, &n);
+    if (nccl_gate(c, int64_t{count} * type_size(t), can))
+      return nccl_settle(c, coll::nccl::reduce(c.comm(), in, out, count, t, op, root), rc);
+  }
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, c.rank() == root);
   return settle(c, coll::reduce(env, f.in, r, f.count, f.op, f.basic, f.can, root), rc);
@@ -414,6 +484,17 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
 bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op,
                           int* rc) {
   coll::NodeEnv env;
+  {
+    // MPI's in-place form keeps the result at the start of the buffer,
+    // NCCL's at this rank's block: in place stays with the other engines.
+    char *in = nullptr, *out = nullptr;
+    size_t n = 0;
+    const bool can = s != MPI_IN_PLACE && coll::nccl::reducible(t, op) &&
+                     device_run(r, count, t, &out, &n) &&
+                     device_run(s, int64_t{count} * c.size(), t, &in, &n);
+    if (nccl_gate(c, int64_t{count} * type_size(t), can))
+      return nccl_settle(c, coll::nccl::reduce_scatter_block(c.comm(), in, out, count, t, op), rc);
+  }
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   // In place, the input is the whole receive buffer, and the result its first block.
   Fold f(op, t, count * c.size(), s, r, s == MPI_IN_PLACE ? count * c.size() : count, true);
@@ -426,6 +507,20 @@ bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Dataty
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                MPI_Datatype rt, int* rc) {
   coll::NodeEnv env;
+  {
+    char *in = nullptr, *out = nullptr;
+    size_t all = 0, each = 0;
+    bool can = device_run(r, int64_t{rcount} * c.size(), rt, &out, &all);
+    each = all / static_cast<size_t>(c.size());
+    if (can && s == MPI_IN_PLACE) {
+      in = out + each * static_cast<size_t>(c.rank());
+    } else {
+      size_t n = 0;
+      can = can && device_run(s, sc, st, &in, &n) && n == each;
+    }
+    if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
+      return nccl_settle(c, coll::nccl::allgather(c.comm(), in, out, each), rc);
+  }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;
   int64_t stride = 0;
@@ -437,6 +532,16 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc) {
   coll::NodeEnv env;
+  {
+    char *in = nullptr, *out = nullptr;
+    size_t sn = 0, rn = 0;
+    const bool can = s != MPI_IN_PLACE &&
+                     device_run(r, int64_t{rcount} * c.size(), rt, &out, &rn) &&
+                     device_run(s, int64_t{sc} * c.size(), st, &in, &sn) && sn == rn;
+    if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
+      return nccl_settle(
+          c, coll::nccl::alltoall(c.comm(), in, out, rn / static_cast<size_t>(c.size())), rc);
+  }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;
   int64_t stride = 0;

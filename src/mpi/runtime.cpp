@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "coll/nccl_engine.hpp"
 #include "loom/loom.h"
 #include "mpi/cuda_aware.hpp"
 #include "stream/engine.hpp"
@@ -47,7 +48,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   pipeline_min_ = min > 0 ? static_cast<size_t>(min) : 0;
   CollMethod cm = CollMethod::kAuto;
   if (!parse_coll(knobs().coll_method, &cm))
-    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (node|mirror|auto): using auto",
+    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (nccl|node|mirror|auto): using auto",
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
@@ -62,6 +63,8 @@ bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
     *out = CollMethod::kNode;
   else if (name == "mirror")
     *out = CollMethod::kMirror;
+  else if (name == "nccl")
+    *out = CollMethod::kNccl;
   else if (name == "auto")
     *out = CollMethod::kAuto;
   else
@@ -308,6 +311,7 @@ extern "C" int loom_finalize(void) {
     if (live->streams) live->streams->shutdown();  // first: its operations use requests
     live->requests.drain();
     if (live->rv) live->rv->shutdown();
+    loom::coll::nccl::shutdown();  // before the MPI frees the communicators they live on
   }
   loom::Runtime* rt = loom::g_runtime.exchange(nullptr);
   if (rt) {

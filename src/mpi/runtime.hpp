@@ -56,7 +56,7 @@ class Runtime {
   // How collectives on device buffers run (LOOM_COLL_METHOD, read at
   // start-up; loom_set_coll_method), and the smallest call, in bytes each
   // rank receives, that `auto` gives the node-local engine.
-  enum class CollMethod { kAuto, kNode, kMirror };
+  enum class CollMethod { kAuto, kNode, kMirror, kNccl };
   static bool parse_coll(const std::string& name, CollMethod* out);
   std::atomic<CollMethod> coll_method{CollMethod::kAuto};
   int64_t coll_node_min = 32768;

@@ -6,7 +6,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "coll/nccl_engine.hpp"
 #include "coll_cases.hpp"
 
 namespace loom::test::coll {
@@ -61,6 +64,102 @@ class Gpu final : public Backend {
 Backend& backend() {
   static Gpu b;
   return b;
+}
+
+// LOOM_COLL_METHOD=nccl (ctest gpu.coll.nccl.*): a communicator whose ranks
+// each have a GPU of their own runs its collectives on device buffers
+// through NCCL (the engine's call count proves it), with the MPI's
+// results; where ranks share a GPU NCCL is declined and the calls still
+// give those results. Each rank alone in a communicator has its GPU to
+// itself, so one GPU runs NCCL too.
+void nccl_round(MPI_Comm comm, bool expect_nccl) {
+  int me = 0, n = 0;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &n);
+  const int count = 1 << 16;  // 256 KiB of floats, above LOOM_COLL_NODE_MIN
+  std::vector<float> h(static_cast<size_t>(count) * n), want(h.size()), got(h.size());
+  float *a = nullptr, *b = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&a), h.size() * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&b), h.size() * sizeof(float)), cudaSuccess);
+  auto up = [&](float* d, const std::vector<float>& v) {
+    cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+  };
+  auto down = [&](const float* d) {
+    cudaDeviceSynchronize();
+    cudaMemcpy(got.data(), d, got.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  };
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>((i * 7 + me * 13) % 101);
+  const uint64_t calls0 = loom::coll::nccl::calls();
+  int ncalls = 0;
+  // Allreduce (sum), against the MPI's own on host memory.
+  up(a, h);
+  ASSERT_EQ(MPI_Allreduce(a, b, count, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Allreduce(h.data(), want.data(), count, MPI_FLOAT, MPI_SUM, comm);
+  down(b);
+  for (int i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "allreduce " << i;
+  // Allreduce (max) in place.
+  up(a, h);
+  ASSERT_EQ(MPI_Allreduce(MPI_IN_PLACE, a, count, MPI_FLOAT, MPI_MAX, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Allreduce(h.data(), want.data(), count, MPI_FLOAT, MPI_MAX, comm);
+  down(a);
+  for (int i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "allreduce max " << i;
+  // Bcast from the last rank.
+  up(a, h);
+  ASSERT_EQ(MPI_Bcast(a, count, MPI_FLOAT, n - 1, comm), MPI_SUCCESS);
+  ++ncalls;
+  want = h;
+  PMPI_Bcast(want.data(), count, MPI_FLOAT, n - 1, comm);
+  down(a);
+  for (int i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "bcast " << i;
+  // Allgather, Alltoall, Reduce_scatter_block, Reduce.
+  up(a, h);
+  ASSERT_EQ(MPI_Allgather(a, count, MPI_FLOAT, b, count, MPI_FLOAT, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Allgather(h.data(), count, MPI_FLOAT, want.data(), count, MPI_FLOAT, comm);
+  down(b);
+  ASSERT_TRUE(got == want) << "allgather";
+  const int each = count / n;
+  ASSERT_EQ(MPI_Alltoall(a, each, MPI_FLOAT, b, each, MPI_FLOAT, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Alltoall(h.data(), each, MPI_FLOAT, want.data(), each, MPI_FLOAT, comm);
+  down(b);
+  for (int i = 0; i < each * n; ++i) ASSERT_EQ(got[i], want[i]) << "alltoall " << i;
+  ASSERT_EQ(MPI_Reduce_scatter_block(a, b, each, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Reduce_scatter_block(h.data(), want.data(), each, MPI_FLOAT, MPI_SUM, comm);
+  down(b);
+  for (int i = 0; i < each; ++i) ASSERT_EQ(got[i], want[i]) << "reduce_scatter_block " << i;
+  ASSERT_EQ(MPI_Reduce(a, b, count, MPI_FLOAT, MPI_MIN, 0, comm), MPI_SUCCESS);
+  ++ncalls;
+  PMPI_Reduce(h.data(), want.data(), count, MPI_FLOAT, MPI_MIN, 0, comm);
+  if (me == 0) {
+    down(b);
+    for (int i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "reduce " << i;
+  }
+  EXPECT_EQ(loom::coll::nccl::calls() - calls0, expect_nccl ? static_cast<uint64_t>(ncalls) : 0u);
+  cudaFree(a);
+  cudaFree(b);
+}
+
+TEST(NcclEngine, RunsWhereEachRankHasItsGpu) {
+  const char* m = std::getenv("LOOM_COLL_METHOD");
+  if (!m || std::string(m) != "nccl") GTEST_SKIP() << "LOOM_COLL_METHOD is not nccl";
+  std::string why;
+  if (!backend().usable(&why)) GTEST_SKIP() << why;
+  if (!loom::coll::nccl::available(&why)) GTEST_SKIP() << why;
+  int me = 0, size = 0, gpus = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cudaGetDeviceCount(&gpus);
+  MPI_Comm alone;
+  MPI_Comm_split(MPI_COMM_WORLD, me, 0, &alone);
+  nccl_round(alone, true);
+  MPI_Comm_free(&alone);
+  // The whole world: NCCL where every rank has a GPU of its own (rank % gpus).
+  nccl_round(MPI_COMM_WORLD, size <= gpus);
 }
 
 }  // namespace loom::test::coll

@@ -1,0 +1,52 @@
+// The NCCL engine: collectives on contiguous device buffers run by NCCL,
+// for communicators where every rank has a GPU of its own (NCCL refuses two
+// ranks on one GPU; the node-local engine serves those). libnccl is opened
+// at first use, not linked: Loom loads and runs where NCCL is absent, and
+// the engine is then simply not there (LOOM_LOG=info says why).
+//
+// The NCCL communicator is made lazily, from an id rank 0 broadcasts over
+// the MPI communicator, kept on it as an attribute and destroyed with it
+// (or at MPI_Finalize). Each call runs on the communicator's stream, which
+// follows the application's work on the legacy default stream, and is
+// synchronised before it returns, as a blocking MPI call must be.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "util/status.hpp"
+
+namespace loom::coll::nccl {
+
+// libnccl is there and its entry points were found.
+bool available(std::string* why);
+
+// Collective over comm on its first call (the verdict is kept on comm):
+// every rank of comm has NCCL and a GPU no other rank of comm uses.
+bool usable(MPI_Comm comm);
+
+// The NCCL element type and op for a reduction of t with op; false when
+// NCCL has none (MINLOC, logical and bitwise ops, user ops, short ints...).
+bool reducible(MPI_Datatype t, MPI_Op op);
+
+// The operations, on device memory (counts in elements of t for the
+// reductions, in bytes for the rest). in == out is in place.
+Status allreduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op);
+Status reduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op,
+              int root);
+Status reduce_scatter_block(MPI_Comm comm, const void* in, void* out, size_t count_each,
+                            MPI_Datatype t, MPI_Op op);
+Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root);
+Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each);
+Status alltoall(MPI_Comm comm, const void* in, void* out, size_t bytes_each);
+
+// Calls NCCL ran in this process (tests and LOOM_STATS-like checks).
+uint64_t calls();
+
+// Destroys every NCCL communicator still open (at MPI_Finalize).
+void shutdown();
+
+}  // namespace loom::coll::nccl
