@@ -195,10 +195,12 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
   if (rc != MPI_SUCCESS) return rc;
   if (!position || *position < 0 || insize < 0)
     return raise(comm, MPI_ERR_ARG, "bad position or size");
+  // Too little input is an error on every path (MPICH's own unpack would
+  // read what there is).
+  if (!p.span() && (rc = check_room(comm, position, insize, p.msg.bytes)) != MPI_SUCCESS) return rc;
   if (p.empty()) return MPI_SUCCESS;  // nothing to move
   const char* src = static_cast<const char*>(inbuf) + *position;
   if (dev_out && !p.span()) {
-    if ((rc = check_room(comm, position, insize, p.msg.bytes)) != MPI_SUCCESS) return rc;
     if (p.msg.bytes > 0) {
       const size_t n = static_cast<size_t>(p.msg.bytes);
       loom::Status u;
