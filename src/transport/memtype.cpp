@@ -15,10 +15,10 @@
 #include "util/knobs.hpp"
 
 #ifdef LOOM_HAVE_CUDA
-#include <cuda.h>  // attribute names only: the driver is reached through dlsym
+#include <cuda.h>  // attribute names only: the driver is reached through driver_entry
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
+#include "transport/driver_entry.hpp"
 #include "transport/range_cache.hpp"
 #endif
 
@@ -95,11 +95,7 @@ RangeCache g_devices;
 
 using PointerAttrsFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 PointerAttrsFn pointer_attrs() {
-  static PointerAttrsFn fn = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
-    return lib ? reinterpret_cast<PointerAttrsFn>(dlsym(lib, "cuPointerGetAttributes")) : nullptr;
-  }();
+  static const auto fn = reinterpret_cast<PointerAttrsFn>(driver_entry("cuPointerGetAttributes"));
   return fn;
 }
 

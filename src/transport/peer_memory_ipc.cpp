@@ -1,9 +1,8 @@
 // CUDA IPC segments: cudaMalloc'd device memory, exported with
 // cudaIpcGetMemHandle once per segment, opened by peers with peer access
 // enabled lazily (two GPUs over NVLink, or the same GPU from another process).
-#include <cuda.h>  // attribute names only: the driver is reached through dlsym
+#include <cuda.h>  // attribute names only: the driver is reached through driver_entry
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstring>
 #include <iterator>
@@ -11,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "transport/driver_entry.hpp"
 #include "transport/peer_memory.hpp"
 
 namespace loom::transport {
@@ -21,15 +21,11 @@ Status cuda_err(cudaError_t e, const char* what) {
   return Status(Err::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
-// cuPointerGetAttributes from the driver the CUDA runtime loaded: linking
-// libcuda would make Loom unloadable on machines without a GPU driver.
+// cuPointerGetAttributes from the driver the CUDA runtime loaded (linking
+// libcuda would make Loom unloadable on machines without a GPU driver).
 using PointerAttrsFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 PointerAttrsFn pointer_attrs() {
-  static PointerAttrsFn fn = [] {
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) lib = dlopen("libcuda.so.1", RTLD_NOW);
-    return lib ? reinterpret_cast<PointerAttrsFn>(dlsym(lib, "cuPointerGetAttributes")) : nullptr;
-  }();
+  static const auto fn = reinterpret_cast<PointerAttrsFn>(driver_entry("cuPointerGetAttributes"));
   return fn;
 }
 
