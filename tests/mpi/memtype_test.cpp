@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -52,7 +53,6 @@ TEST(Memtype, StackFastPathTakesOnlyThisThreadsStack) {
   }).join();
   EXPECT_FALSE(other_seen_as_mine);
 }
-
 
 TEST(Memtype, RangeCacheFindsInsertsReplacesAndErases) {
   RangeCache c;
@@ -106,7 +106,11 @@ TEST(Memtype, RangeCacheReadersSeeWholeEntries) {
         }
       }
     });
-  for (int round = 0; round < 2000; ++round) {
+  // At least 2000 updates, and on until the readers have looked often (a
+  // loaded machine may not run them before the writer is done).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 0;
+       round < 2000 || (hits.load() < 10000 && std::chrono::steady_clock::now() < until); ++round) {
     const uintptr_t k = static_cast<uintptr_t>(round * 37 % 200);
     const uintptr_t base = 0x1000000 + k * 0x1000;
     const size_t size = 0x800 + static_cast<size_t>(round % 5) * 0x100;
