@@ -189,6 +189,11 @@ void halo(int m, double rate, FILE* csv) {
 int bench_coll(bool quick, const char* csv_path) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  // A GPU a rank where there are enough (one node); else ranks share them.
+  // Without this every rank ran on GPU 0: on 2 GPUs, without MPS, the GPU
+  // time-sliced between the two processes (about 145 us a switch).
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0) cudaSetDevice(g_rank % gpus);
   const int n = g_size;
   // The copy rate of the GPU alone: rank 0 measures while the others wait.
   double rate = 0;

@@ -349,6 +349,7 @@ int bench_stream(bool quick) {
   int gpus = 0;
 #ifdef LOOM_HAVE_CUDA
   if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  if (gpus > 0) cudaSetDevice(x.me % gpus);  // a GPU a rank where there are enough
 #endif
   const char* test_mode = std::getenv("LOOM_TEST_HOST_AS_DEVICE");
   // The host test mode treats every buffer as device memory and moves it
