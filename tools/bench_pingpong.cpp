@@ -249,7 +249,7 @@ double choice_ns() {
 
 }  // namespace
 
-int bench_pingpong(bool quick) {
+int bench_pingpong(bool quick, const char* csv_path) {
   int me = 0, n = 0, ngpu = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -275,6 +275,11 @@ int bench_pingpong(bool quick) {
   const char* methods[] = {"oneshot", "staged", "device", "auto"};
   const char* picked_name[] = {"device", "oneshot", "staged"};
   const double choose_ns = choice_ns();
+  FILE* csv = nullptr;
+  if (me == 0 && csv_path) {
+    csv = std::fopen(csv_path, "w");
+    if (csv) std::fprintf(csv, "case,bytes,method,measured_us,predicted_us\n");
+  }
   if (me == 0) {
     std::printf(
         "# one-way time, us (median), predicted in brackets; %d GPU(s), peer access %d, device "
@@ -345,6 +350,13 @@ int bench_pingpong(bool quick) {
                   cell(t[2], pred[0]).c_str(), t[3] * 1e6, picked_name[picked], t[4] * 1e6,
                   t[3] / best, t[4] / best, nccl_col);
       std::fflush(stdout);
+      if (csv) {  // the forced methods (oneshot, staged, device) with their predictions, and auto
+        const double p_of[3] = {pred[1], pred[2], pred[0]};
+        for (int m = 0; m < 4; ++m)
+          if (t[m] > 0)
+            std::fprintf(csv, "%s,%zu,%s,%.3f,%.3f\n", c.name.c_str(), packed, methods[m],
+                         t[m] * 1e6, m < 3 ? p_of[m] : -1.0);
+      }
       ++sum.rows;
       sum.auto_within_10 += t[3] <= 1.1 * best;
       const double measured_picked = t[picked == 0 ? 2 : picked == 1 ? 0 : 1];
@@ -362,6 +374,7 @@ int bench_pingpong(bool quick) {
     }
   }
   if (me == 0) sum.print();
+  if (csv) std::fclose(csv);
   return 0;
 }
 
@@ -370,7 +383,7 @@ int bench_pingpong(bool quick) {
 #else
 
 namespace loom::tools {
-int bench_pingpong(bool) {
+int bench_pingpong(bool, const char*) {
   std::fprintf(stderr, "pingpong needs a CUDA build of Loom\n");
   return 2;
 }

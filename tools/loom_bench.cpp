@@ -2,9 +2,10 @@
 //   loom-bench commit [--quick]   translate + canonicalise time per type
 //   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
 //   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
-//   loom-bench pingpong [--quick]  device messages by each method vs the naive baseline (2 ranks)
-//   loom-bench coll [--quick] [--csv F]  collectives on device buffers vs user-level staging
-//   loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs CPU-driven (2 ranks)
+//   loom-bench pingpong [--quick] [--csv F]  device messages by each method vs the naive baseline
+//   (2 ranks) loom-bench coll [--quick] [--csv F]  collectives on device buffers vs user-level
+//   staging loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs CPU-driven (2
+//   ranks)
 // Output is a Markdown table; docs/ keeps the committed results. Progress
 // (a line per case or size) goes to stderr unless --quiet.
 #include <mpi.h>
@@ -219,7 +220,7 @@ const char* kUsage =
     "options:\n"
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
-    "  --csv FILE   coll: also write the rows to FILE (rank 0)\n"
+    "  --csv FILE   coll, pingpong: also write the rows to FILE (rank 0)\n"
     "  -h, --help   this text\n"
     "examples:\n"
     "  loom-bench pack --quick\n"
@@ -263,7 +264,7 @@ int main(int argc, char** argv) {
   cli::enable_progress(rank == 0 && !quiet);
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
-           : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick)
+           : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
            : std::strcmp(argv[1], "coll") == 0     ? loom::tools::bench_coll(quick, csv)
            : std::strcmp(argv[1], "stream") == 0   ? loom::tools::bench_stream(quick)
                                                    : bench_passthrough(quick);

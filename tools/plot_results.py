@@ -62,6 +62,8 @@ def kind_of(header):
         return "ddtbench"
     if {"label", "test", "type", "bytes", "value"} <= h:
         return "p2p"
+    if {"case", "method", "measured_us", "predicted_us"} <= h:
+        return "model"
     if {"op", "ranks", "bytes"} <= h:
         return "coll"
     if "bytes" in h:
@@ -264,7 +266,35 @@ def plot_sweep(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+def plot_model(plt, header, rows, title):
+    """loom-bench pingpong --csv: the model's prediction against the measured
+    time, one point a (case, forced method); on the diagonal is exact."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    pts_all = []
+    for i, m in enumerate(OrderedDict.fromkeys(r["method"] for r in rows)):
+        pts = [(number(r["predicted_us"]), number(r["measured_us"])) for r in rows
+               if r["method"] == m]
+        pts = [(p, t) for p, t in pts if p and t and p > 0 and t > 0]
+        if pts:
+            ax.scatter(*zip(*pts), s=14, label=m, color=f"C{i}")
+            pts_all += pts
+    if pts_all:
+        lo = min(min(p, t) for p, t in pts_all) / 1.5
+        hi = max(max(p, t) for p, t in pts_all) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="gray", linewidth=1, label="exact")
+        ax.plot([lo, hi], [lo * 1.2, hi * 1.2], color="gray", linewidth=0.5, linestyle="--",
+                label="±20 %")
+        ax.plot([lo, hi], [lo / 1.2, hi / 1.2], color="gray", linewidth=0.5, linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("predicted one-way time (µs)")
+    ax.set_ylabel("measured one-way time (µs)")
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+PLOTS = {"model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
          "sweep": plot_sweep}
 
 
