@@ -354,7 +354,7 @@ int bench_pingpong(bool quick, const char* csv_path) {
         const double p_of[3] = {pred[1], pred[2], pred[0]};
         for (int m = 0; m < 4; ++m)
           if (t[m] > 0)
-            std::fprintf(csv, "%s,%zu,%s,%.3f,%.3f\n", c.name.c_str(), packed, methods[m],
+            std::fprintf(csv, "\"%s\",%zu,%s,%.3f,%.3f\n", c.name.c_str(), packed, methods[m],
                          t[m] * 1e6, m < 3 ? p_of[m] : -1.0);
       }
       ++sum.rows;
