@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_coll.hpp"
+#include "bench_memtype.hpp"
 #include "bench_pingpong.hpp"
 #include "bench_stream.hpp"
 #include "classic_types.hpp"
@@ -217,6 +218,7 @@ const char* kUsage =
     "               vs the naive path and NCCL (2 ranks, GPU)\n"
     "  coll         collectives on device buffers vs user-level staging (N ranks, GPU)\n"
     "  stream       stream-enqueued ping-pong and halo (MPIX, MPIS) vs CPU-driven (2 ranks)\n"
+    "  memtype      what classifying a buffer as host or device memory costs, per kind (1 rank)\n"
     "options:\n"
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
@@ -229,7 +231,7 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* cmds[] = {"commit", "pack", "passthrough", "pingpong", "coll", "stream"};
+  const char* cmds[] = {"commit", "pack", "passthrough", "pingpong", "coll", "stream", "memtype"};
   if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
   if (argc < 2) return cli::usage_error("loom-bench", "which benchmark? (commit, pack, ...)");
   if (argv[1][0] == '-')
@@ -267,6 +269,7 @@ int main(int argc, char** argv) {
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
            : std::strcmp(argv[1], "coll") == 0     ? loom::tools::bench_coll(quick, csv)
            : std::strcmp(argv[1], "stream") == 0   ? loom::tools::bench_stream(quick)
+           : std::strcmp(argv[1], "memtype") == 0  ? loom::tools::bench_memtype(quick)
                                                    : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();
