@@ -229,32 +229,38 @@ Outcome bcast(const NodeEnv& e, const Part& buf, int root) {
 
 namespace {
 
-// The reductions: each rank lends its whole input; rank r folds block
-// `block_of(r)` of every rank's segment, in rank order, into its `out`
-// (only `root`'s when root >= 0).
-Outcome fold(const NodeEnv& e, const void* in, void* out, size_t count, size_t blocks, ReduceOp op,
-             Basic b, bool can, int root, bool scatter) {
+// The reductions: each rank lends its whole input (`lent` elements); rank r
+// folds `count` elements from element `at` of the inputs of ranks 0..nin-1,
+// in rank order, into its `out` (nothing where nin or count is 0).
+Outcome fold_range(const NodeEnv& e, const void* in, void* out, size_t lent, size_t at,
+                   size_t count, int nin, ReduceOp op, Basic b, bool can) {
   Exchange x(e);
-  const size_t blk = count * basic_size(b), bytes = blk * blocks;
-  const bool folds = root < 0 || root == e.rank;
+  const size_t es = basic_size(b);
+  const bool folds = nin > 0 && count > 0;
   if (!can || (folds && (!out || !e.reducer)) || (!in && !out)) x.decline();
   // In place, the input is the output this rank overwrites while peers read it: a copy.
-  if (x.ok()) x.give_bytes(in ? in : out, bytes, in != nullptr);
+  if (x.ok()) x.give_bytes(in ? in : out, lent * es, in != nullptr);
   if (!x.swap()) return Outcome::kDeclined;
   Status s;
   if (folds) {
-    std::vector<const void*> inputs(static_cast<size_t>(e.size));
-    const size_t at = scatter ? static_cast<size_t>(e.rank) * blk : 0;
-    for (int p = 0; p < e.size && s.is_ok(); ++p) {
+    std::vector<const void*> inputs(static_cast<size_t>(nin));
+    for (int p = 0; p < nin && s.is_ok(); ++p) {
       auto seg = x.segment(p);
       if (seg)
-        inputs[static_cast<size_t>(p)] = seg.value() + at;
+        inputs[static_cast<size_t>(p)] = seg.value() + at * es;
       else
         s = seg.status();
     }
-    if (s.is_ok()) s = e.reducer->reduce(op, b, inputs.data(), e.size, out, count);
+    if (s.is_ok()) s = e.reducer->reduce(op, b, inputs.data(), nin, out, count);
   }
   return x.finish(s);
+}
+
+Outcome fold(const NodeEnv& e, const void* in, void* out, size_t count, size_t blocks, ReduceOp op,
+             Basic b, bool can, int root, bool scatter) {
+  const bool folds = root < 0 || root == e.rank;
+  const size_t at = scatter ? static_cast<size_t>(e.rank) * count : 0;
+  return fold_range(e, in, out, count * blocks, at, count, folds ? e.size : 0, op, b, can);
 }
 
 }  // namespace
@@ -317,6 +323,23 @@ Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, Reduce
 Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
                              Basic b, bool can) {
   return fold(e, in, out, count, static_cast<size_t>(e.size), op, b, can, -1, true);
+}
+
+Outcome reduce_scatter(const NodeEnv& e, const void* in, void* out,
+                       const std::vector<size_t>& counts, ReduceOp op, Basic b, bool can) {
+  size_t all = 0, at = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (p == static_cast<size_t>(e.rank)) at = all;
+    all += counts[p];
+  }
+  const size_t mine = static_cast<size_t>(e.rank) < counts.size() ? counts[e.rank] : 0;
+  if (counts.size() != static_cast<size_t>(e.size)) can = false;
+  return fold_range(e, in, out, all, at, mine, e.size, op, b, can);
+}
+
+Outcome scan(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
+             bool can, bool exclusive) {
+  return fold_range(e, in, out, count, 0, count, exclusive ? e.rank : e.rank + 1, op, b, can);
 }
 
 namespace {

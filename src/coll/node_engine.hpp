@@ -21,6 +21,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "coll/reduce_op.hpp"
 #include "transport/mover.hpp"
@@ -95,6 +96,16 @@ Outcome reduce(const NodeEnv& e, const void* in, void* out, size_t count, Reduce
 // input is `out`, the result its first block).
 Outcome reduce_scatter_block(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
                              Basic b, bool can);
+// Reduce_scatter: each rank's input holds sum(counts) elements; rank r gets
+// the fold of every rank's counts[r] elements from sum(counts[0..r-1]) on.
+// `in` null: in place (the input is `out`, the result at its start).
+Outcome reduce_scatter(const NodeEnv& e, const void* in, void* out,
+                       const std::vector<size_t>& counts, ReduceOp op, Basic b, bool can);
+// Scan: rank r gets the fold of ranks 0..r's inputs in rank order; with
+// `exclusive` (Exscan) of ranks 0..r-1, and rank 0's `out` is left alone.
+// `in` null: in place.
+Outcome scan(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op, Basic b,
+             bool can, bool exclusive);
 
 // One block of the v, w and neighbour all-to-alls: `part` (its type and
 // count, at its place in the caller's buffer) to or from rank `peer`.

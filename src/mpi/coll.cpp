@@ -92,7 +92,8 @@ LOOM_COLLECTIVE(Allreduce, Iallreduce,
 
 LOOM_COLLECTIVE(Reduce_scatter, Ireduce_scatter,
                 (const void* s, void* r, const int rcs[], MPI_Datatype t, MPI_Op op, MPI_Comm comm),
-                (s, r, rcs, t, op, comm), (args::reduce_scatter(c, s, r, rcs, t)), ())
+                (s, r, rcs, t, op, comm), (args::reduce_scatter(c, s, r, rcs, t)),
+                (int err; if (engines::reduce_scatter(c, s, r, rcs, t, op, &err)) return err))
 
 LOOM_COLLECTIVE(Reduce_scatter_block, Ireduce_scatter_block,
                 (const void* s, void* r, int rc, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
@@ -101,11 +102,13 @@ LOOM_COLLECTIVE(Reduce_scatter_block, Ireduce_scatter_block,
 
 LOOM_COLLECTIVE(Scan, Iscan,
                 (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
-                (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)), ())
+                (s, r, count, t, op, comm), (args::reduce(c, s, r, count, t, true)),
+                (int rc; if (engines::scan(c, s, r, count, t, op, false, &rc)) return rc))
 
 LOOM_COLLECTIVE(Exscan, Iexscan,
                 (const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm),
-                (s, r, count, t, op, comm), (args::exscan(c, s, r, count, t)), ())
+                (s, r, count, t, op, comm), (args::exscan(c, s, r, count, t)),
+                (int rc; if (engines::scan(c, s, r, count, t, op, true, &rc)) return rc))
 
 LOOM_COLLECTIVE(Gather, Igather,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt, int root,
@@ -181,7 +184,8 @@ LOOM_COLLECTIVE(Neighbor_allgather, Ineighbor_allgather,
                 (s, sc, st, r, rc, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
                      args::neighbor_blocks(c, s, sc, st, r, int64_t{rc} * in, rt)),
-                ())
+                (int err;
+                 if (engines::neighbor_allgather(c, s, sc, st, r, rc, rt, &err)) return err))
 
 LOOM_COLLECTIVE(Neighbor_allgatherv, Ineighbor_allgatherv,
                 (const void* s, int sc, MPI_Datatype st, void* r, const int rcs[],
@@ -189,7 +193,8 @@ LOOM_COLLECTIVE(Neighbor_allgatherv, Ineighbor_allgatherv,
                 (s, sc, st, r, rcs, displs, rt, comm),
                 (int in = 0, out = 0; if (c.neighbors(&in, &out))
                      args::allgatherv(c, s, sc, st, r, rcs, displs, rt, in, true)),
-                ())
+                (int err; if (engines::neighbor_allgatherv(c, s, sc, st, r, rcs, displs, rt,
+                                                           &err)) return err))
 
 LOOM_COLLECTIVE(Neighbor_alltoall, Ineighbor_alltoall,
                 (const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,

@@ -398,6 +398,26 @@ bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const 
   return run_blocks(c, b, rc);
 }
 
+bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+                        MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  for (size_t i = 0; i < dst.size(); ++i) b.add(true, s, dst[i], sc, 0, st, static_cast<int>(i));
+  b.add_even(false, r, src, rcount, rt);
+  return run_blocks(c, b, rc);
+}
+
+bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+                         const int* displs, MPI_Datatype rt, int* rc) {
+  Blocks b;
+  std::vector<int> src, dst;
+  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  for (size_t i = 0; i < dst.size(); ++i) b.add(true, s, dst[i], sc, 0, st, static_cast<int>(i));
+  b.add_v(false, r, src, rcs, displs, rt);
+  return run_blocks(c, b, rc);
+}
+
 bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                        MPI_Datatype rt, int* rc) {
   Blocks b;
@@ -502,6 +522,38 @@ bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Dataty
                 coll::reduce_scatter_block(env, f.in, r, f.can ? static_cast<size_t>(count) : 0,
                                            f.op, f.basic, f.can),
                 rc);
+}
+
+bool reduce_scatter(Call& c, const void* s, void* r, const int* rcs, MPI_Datatype t, MPI_Op op,
+                    int* rc) {
+  coll::NodeEnv env;
+  if (!rcs) return false;  // the MPI's own check
+  std::vector<size_t> counts(static_cast<size_t>(c.size()));
+  int64_t all = 0;
+  bool counts_ok = true;
+  for (int p = 0; p < c.size(); ++p) {
+    counts_ok = counts_ok && rcs[p] >= 0;
+    counts[static_cast<size_t>(p)] = rcs[p] > 0 ? static_cast<size_t>(rcs[p]) : 0;
+    all += rcs[p] > 0 ? rcs[p] : 0;
+  }
+  // Every rank sees the same counts: the gate's size is the mean block.
+  if (!counts_ok || all > INT32_MAX || !gate(c, all * type_size(t) / c.size(), &env)) return false;
+  const int mine = rcs[c.rank()];
+  // In place, the input is the whole receive buffer, and the result its start.
+  Fold f(op, t, static_cast<int>(all), s, r, s == MPI_IN_PLACE ? static_cast<int>(all) : mine,
+         true);
+  return settle(c, coll::reduce_scatter(env, f.in, r, counts, f.op, f.basic, f.can), rc);
+}
+
+bool scan(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, bool exclusive,
+          int* rc) {
+  coll::NodeEnv env;
+  if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
+  // Exscan leaves rank 0's output undefined (it may be any buffer), unless
+  // it holds the input (in place).
+  const bool out_here = !exclusive || c.rank() != 0 || s == MPI_IN_PLACE;
+  Fold f(op, t, count, s, r, count, out_here);
+  return settle(c, coll::scan(env, f.in, r, f.count, f.op, f.basic, f.can, exclusive), rc);
 }
 
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,

@@ -18,6 +18,11 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
             int* rc);
 bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op,
                           int* rc);
+// Reduce_scatter (counts differ by rank), Scan and Exscan (`exclusive`).
+bool reduce_scatter(Call& c, const void* s, void* r, const int* rcs, MPI_Datatype t, MPI_Op op,
+                    int* rc);
+bool scan(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, bool exclusive,
+          int* rc);
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                MPI_Datatype rt, int* rc);
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
@@ -39,6 +44,10 @@ bool scatterv(Call& c, const void* s, const int* scs, const int* displs, MPI_Dat
               int rcount, MPI_Datatype rt, int root, int* rc);
 bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
                 const int* displs, MPI_Datatype rt, int* rc);
+bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
+                        MPI_Datatype rt, int* rc);
+bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
+                         const int* displs, MPI_Datatype rt, int* rc);
 bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                        MPI_Datatype rt, int* rc);
 bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st,
