@@ -311,12 +311,15 @@ def page_of(path):
             continue
         lines = text.splitlines()
         heading = next((l[2:].strip() for l in lines if l.startswith("# ")), md)
-        date = re.search(r"20\d\d-\d\d-\d\d", text)
-        if date and date.group(0) not in heading:
-            heading += f", {date.group(0)}"
+        first = next(i for i, l in enumerate(lines) if name in l)
+        # The run's date: the last one before the file's first mention (pages
+        # add re-runs as sections, each with its date), else the page's first.
+        dates = re.findall(r"20\d\d-\d\d-\d\d", "\n".join(lines[:first + 1]))
+        date = dates[-1] if dates else next(iter(re.findall(r"20\d\d-\d\d-\d\d", text)), None)
+        if date and date not in heading:
+            heading += f", {date}"
         # The setup in bold that the first mention of the file follows, if any
         # ("**1 H200, 2 ranks sharing it under MPS**").
-        first = next(i for i, l in enumerate(lines) if name in l)
         bold = next((re.match(r"\*\*(.+?)\*\*", l) for l in reversed(lines[:first + 1])
                      if l.startswith("**")), None)
         return heading + (f"\n{bold.group(1)}" if bold else "")
