@@ -221,11 +221,21 @@ void Runtime::load_model(bool announce) {
             lacks.empty() ? "" : "; it lacks:", lacks.c_str());
 }
 
+namespace {
+thread_local bool tl_stream_thread = false;
+}
+
+void Runtime::mark_stream_thread() {
+  tl_stream_thread = true;
+}
+
 transport::Mover* Runtime::gpu(transport::Method m) {
+  const bool nb = tl_stream_thread;
   std::lock_guard<std::mutex> lk(mu_);
-  auto& slot = m == transport::Method::kOneShot ? oneshot_ : staged_;
+  auto& slot = m == transport::Method::kOneShot ? (nb ? oneshot_nb_ : oneshot_)
+                                                : (nb ? staged_nb_ : staged_);
   if (!slot && !gpu_failed_) {
-    auto made = transport::make_gpu_mover(m);
+    auto made = transport::make_gpu_mover(m, nb);
     if (made) {
       slot = std::move(made.value());
     } else {
@@ -264,6 +274,8 @@ size_t Runtime::bytes_in_use() const {
   if (rv) n += rv->bytes_lent();
   if (oneshot_) n += oneshot_->bytes_in_use();
   if (staged_) n += staged_->bytes_in_use();
+  if (oneshot_nb_) n += oneshot_nb_->bytes_in_use();
+  if (staged_nb_) n += staged_nb_->bytes_in_use();
   return n;
 }
 

@@ -53,6 +53,11 @@ class Runtime {
   transport::Mover* mover(transport::Method m);
   // The mover for plain copies and whole spans of `bytes`.
   transport::Mover* mover_for(size_t bytes);
+  // Called by Loom's stream thread (stream/engine.cpp) as it starts: device
+  // messages it moves take GPU movers of its own, on non-blocking streams.
+  // It runs while application streams wait for it, and a blocking stream
+  // (or any use of the legacy stream) would wait for them in turn.
+  static void mark_stream_thread();
   // How collectives on device buffers run (LOOM_COLL_METHOD, read at
   // start-up; loom_set_coll_method), and the smallest call, in bytes each
   // rank receives, that `auto` gives the node-local engine.
@@ -114,6 +119,7 @@ class Runtime {
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;
+  std::unique_ptr<transport::Mover> oneshot_nb_, staged_nb_;  // the stream thread's
   bool gpu_failed_ = false;
   std::unique_ptr<coll::Reducer> reducer_;
   bool reducer_failed_ = false;

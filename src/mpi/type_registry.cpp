@@ -68,6 +68,28 @@ void TypeRegistry::release(MPI_Datatype t) {
   unsupported_.erase(t);
 }
 
+void TypeRegistry::pin(MPI_Datatype t) {
+  std::lock_guard<std::mutex> lk(pins_mu_);
+  ++pins_[t].count;
+}
+
+bool TypeRegistry::unpin(MPI_Datatype t) {
+  std::lock_guard<std::mutex> lk(pins_mu_);
+  auto it = pins_.find(t);
+  if (it == pins_.end() || --it->second.count > 0) return false;
+  const bool freed = it->second.freed;
+  pins_.erase(it);
+  return freed;
+}
+
+bool TypeRegistry::defer_free(MPI_Datatype t) {
+  std::lock_guard<std::mutex> lk(pins_mu_);
+  auto it = pins_.find(t);
+  if (it == pins_.end() || it->second.freed) return false;
+  it->second.freed = true;
+  return true;
+}
+
 Result<TypeRegistry::Entry> TypeRegistry::lookup(MPI_Datatype t) {
   if (t == MPI_DATATYPE_NULL) return Status(Err::kNullType, "MPI_DATATYPE_NULL");
   {

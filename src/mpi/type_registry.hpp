@@ -46,6 +46,16 @@ class TypeRegistry {
   size_t size() const;
   size_t interned_forms() const;
 
+  // A handle an operation will pass to the MPI later (a stream-enqueued
+  // send or receive, posted when its stream gets there): MPI_Type_free of it
+  // meanwhile is deferred until the last unpin, as MPI lets a type be freed
+  // while communication that uses it is pending. unpin() returns true when
+  // a free was deferred: the caller frees the handle now.
+  void pin(MPI_Datatype t);
+  bool unpin(MPI_Datatype t);
+  // At MPI_Type_free: true when t is pinned (its free is left to unpin()).
+  bool defer_free(MPI_Datatype t);
+
  private:
   Result<Entry> insert(MPI_Datatype t);
   type::NodePtr intern(const type::NodePtr& form);
@@ -54,6 +64,12 @@ class TypeRegistry {
   std::unordered_map<MPI_Datatype, Entry> by_handle_;
   std::unordered_map<MPI_Datatype, Status> unsupported_;
   std::unordered_multimap<uint64_t, std::weak_ptr<const type::Node>> forms_;
+  struct Pin {
+    int count = 0;
+    bool freed = false;
+  };
+  std::mutex pins_mu_;
+  std::unordered_map<MPI_Datatype, Pin> pins_;
 };
 
 }  // namespace loom::mpi

@@ -2,12 +2,14 @@
 
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
 #include "pack/cuda/policy.hpp"
+#include "util/log.hpp"
 
 namespace loom::pack {
 
@@ -34,10 +36,15 @@ size_t round_up(size_t x, size_t a) {
 
 // Copies n bytes of `src` to offset *at of the device allocation `base` and
 // returns where they landed; *at moves past them, keeping 256 B alignment.
-Status upload(char* base, size_t* at, const void* src, size_t n, const void** where) {
+// On a non-blocking stream of its own: cudaMemcpy would queue behind the
+// legacy stream, which waits for every blocking stream, and Loom's stream
+// thread makes layouts while an application's stream waits for it.
+Status upload(char* base, size_t* at, const void* src, size_t n, const void** where,
+              cudaStream_t s) {
   *where = nullptr;
   if (n == 0) return Status::ok();
-  LOOM_CUDA_TRY(cudaMemcpy(base + *at, src, n, cudaMemcpyHostToDevice));
+  LOOM_CUDA_TRY(cudaMemcpyAsync(base + *at, src, n, cudaMemcpyHostToDevice, s));
+  LOOM_CUDA_TRY(cudaStreamSynchronize(s));
   *where = base + *at;
   *at += round_up(n, 256);
   return Status::ok();
@@ -78,17 +85,24 @@ Result<GpuLayout> GpuLayout::create(const LayoutView& l) {
   const void* table = nullptr;
   const void* tiny = nullptr;
   if (need > 0) {
+    LOOM_DEBUG(kPack, "GPU layout: %zu bytes of tables", need);
     LOOM_CUDA_TRY(cudaMalloc(&impl->mem, need));
     impl->mem_bytes = need;
     char* base = static_cast<char*>(impl->mem);
     size_t at = 0;
     const void* blocks = nullptr;
     const void* prefix = nullptr;
-    LOOM_TRY(upload(base, &at, p.seg_list.data(), seg_n, &segs));
-    LOOM_TRY(upload(base, &at, p.table.data(), tab_n, &table));
-    LOOM_TRY(upload(base, &at, p.tiny.data(), tiny_n, &tiny));
-    LOOM_TRY(upload(base, &at, l.blocks, blk_n, &blocks));
-    LOOM_TRY(upload(base, &at, l.prefix, pre_n, &prefix));
+    cudaStream_t s = nullptr;
+    LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    Status up = [&]() -> Status {
+      LOOM_TRY(upload(base, &at, p.seg_list.data(), seg_n, &segs, s));
+      LOOM_TRY(upload(base, &at, p.table.data(), tab_n, &table, s));
+      LOOM_TRY(upload(base, &at, p.tiny.data(), tiny_n, &tiny, s));
+      LOOM_TRY(upload(base, &at, l.blocks, blk_n, &blocks, s));
+      return upload(base, &at, l.prefix, pre_n, &prefix, s);
+    }();
+    cudaStreamDestroy(s);
+    LOOM_TRY(up);
     impl->dview.blocks = static_cast<const Block*>(blocks);
     impl->dview.prefix = static_cast<const int64_t*>(prefix);
   }
@@ -168,6 +182,22 @@ Status run(const GpuLayout& l, const void* user, const void* packed, bool pack,
 }
 
 }  // namespace
+
+Status gpu_preload() {
+  static std::once_flag once;
+  static Status result;
+  std::call_once(once, [] {
+    cudaStream_t s = nullptr;
+    if (cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); e != cudaSuccess) {
+      cudaGetLastError();
+      result = Status(Err::kCuda, std::string("preload stream: ") + cudaGetErrorString(e));
+      return;
+    }
+    result = gpu::preload(s);
+    cudaStreamDestroy(s);
+  });
+  return result;
+}
 
 Status gpu_pack(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream) {
   return run(l, user, packed, true, stream);

@@ -60,6 +60,11 @@ class GpuLayout {
 // True when a CUDA device can be used (false, quietly, with no GPU or driver).
 bool gpu_available();
 
+// Loads the pack kernels on the current device now (once a process): their
+// first launch under CUDA's lazy loading waits for the whole context, which
+// would deadlock a thread that a stream is waiting on (Loom's stream thread).
+Status gpu_preload();
+
 // Asynchronous, ordered on `stream`: pack reads `user` (the buffer the
 // layout's offsets start from) and writes total() bytes at `packed`; unpack
 // does the reverse. Returns once the work is enqueued; buffers must stay

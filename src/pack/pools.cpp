@@ -55,6 +55,8 @@ Pool::~Pool() {
 
 Status Pool::allocate(size_t bytes, PoolBlock* out) {
   *out = PoolBlock{};
+  LOOM_DEBUG(kPack, "pool: allocating %zu bytes of %s", bytes,
+             kind_ == Kind::kDevice ? "device memory" : "pinned host memory");
   if (kind_ == Kind::kDevice) {
     DeviceGuard g(device_);
     void* p = nullptr;

@@ -182,6 +182,9 @@ Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream) {
     std::lock_guard<std::mutex> lk(shared().mu);
     shared().probe();
   }
+  // Now, while no stream waits on Loom: the stream thread packs with these.
+  if (Status p = pack::gpu_preload(); !p)
+    LOOM_WARN(kTransport, "loading the pack kernels: %s", p.message().c_str());
   return std::unique_ptr<Lane>(new CudaLane(static_cast<cudaStream_t>(cuda_stream)));
 }
 

@@ -99,6 +99,7 @@ struct Op {
   bool tail_fix = false;
   transport::Message msg;
   mpi::TypeRegistry::Entry keep;
+  std::shared_ptr<void> pin;  // a TypePin: the user's type, passed to the MPI when posted
   void* user = nullptr;
   size_t expect = 0;
   Block staging, staging2;

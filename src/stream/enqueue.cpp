@@ -4,7 +4,11 @@
 
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
+#include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
+#include "type/from_mpi.hpp"
+#include "util/knobs.hpp"
+#include "util/log.hpp"
 
 namespace loom::stream {
 
@@ -38,8 +42,36 @@ int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm 
   return MPI_SUCCESS;
 }
 
+TypePin::TypePin(MPI_Datatype t) {
+  Runtime* rt = runtime();
+  if (!rt || t == MPI_DATATYPE_NULL || type::is_predefined(t)) return;
+  rt->types.pin(t);
+  t_ = t;
+}
+
+TypePin::~TypePin() {
+  Runtime* rt = runtime();
+  if (t_ == MPI_DATATYPE_NULL || !rt || !rt->types.unpin(t_)) return;
+  rt->types.release(t_);
+  LOOM_NEXT(MPI_Type_free)(&t_);
+}
+
+bool direct_on() {
+  Runtime* rt = runtime();
+  return rt && rt->rv && rt->rv->lends() && knob_true(knobs().test_stream_direct);
+}
+
+void go_direct(const Lane& lane, Buffer* b) {
+  if (b->how != Buffer::How::kPacked || !direct_on() ||
+      (lane.emulated() && !runtime()->host_as_device()))
+    return;
+  b->how = Buffer::How::kDirect;
+  LOOM_DEBUG(kMpi, "enqueued: %lld bytes direct, by Loom's point-to-point from the stream thread",
+             static_cast<long long>(b->msg.bytes));
+}
+
 Result<Block> staging_for(Lane& lane, const Buffer& b) {
-  if (b.how == Buffer::How::kHost) return Block{};
+  if (b.how == Buffer::How::kHost || b.how == Buffer::How::kDirect) return Block{};
   return lane.alloc(b.staged_bytes());
 }
 
@@ -60,13 +92,22 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
                   const Block& staging, Op& op) {
   op.kind = Op::Kind::kSend;
   switch (b.how) {
+    case Buffer::How::kDirect:  // Loom's MPI_Isend from the stream thread moves it
+      op.sbuf = buf;
+      op.count = count;
+      op.type = type;
+      op.release_on_post = false;  // the buffer is the user's until the send completes
+      if (!op.pin) op.pin = std::make_shared<TypePin>(type);
+      return Status::ok();
     case Buffer::How::kHost:
       op.sbuf = buf;
       op.count = count;
       op.type = type;
       op.release_on_post = false;  // the buffer is the user's until the MPI is done
+      if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
     case Buffer::How::kPacked:
+      op.keep = b.keep;  // the layout an emulated stream packs with, later
       LOOM_TRY(ch.lane().pack(b.msg, buf, staging.host));
       op.sbuf = staging.host;
       byte_args(staging.bytes, op);
@@ -90,10 +131,12 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
   op.kind = Op::Kind::kRecv;
   op.release_on_post = false;
   switch (b.how) {
+    case Buffer::How::kDirect:  // the data is in place when Loom's receive completes
     case Buffer::How::kHost:
       op.rbuf = buf;
       op.count = count;
       op.type = type;
+      if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
     case Buffer::How::kPacked:
       op.rbuf = staging.host;

@@ -15,8 +15,24 @@
 
 namespace loom::stream {
 
+// Holds a user's datatype for an operation that passes it to the MPI later
+// (a direct send or receive, an MPIS request): an MPI_Type_free meanwhile
+// takes effect when the last holder lets go (TypeRegistry::pin).
+class TypePin {
+ public:
+  explicit TypePin(MPI_Datatype t);
+  ~TypePin();
+  TypePin(const TypePin&) = delete;
+  TypePin& operator=(const TypePin&) = delete;
+
+ private:
+  MPI_Datatype t_ = MPI_DATATYPE_NULL;
+};
+
 struct Buffer {
-  enum class How { kHost, kPacked, kSpan };
+  // kDirect: a device buffer the stream thread hands to Loom's own
+  // MPI_Isend/MPI_Irecv as it lies (go_direct), with no staging on the stream.
+  enum class How { kHost, kPacked, kSpan, kDirect };
   How how = How::kHost;
   mpi::TypeRegistry::Entry keep;
   transport::Message msg;
@@ -28,6 +44,17 @@ struct Buffer {
 
 // Checks count and type (errors raised on comm) and classifies buf.
 int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b);
+
+// Point-to-point only: a device buffer Loom reads goes direct (kDirect)
+// where the device method is on and LOOM_TEST_STREAM_DIRECT is set. Test
+// only: on a GPU the stream thread's own GPU work (a pack into a segment)
+// can queue behind the very stream that waits for it, once an allocation
+// (cudaMalloc, cudaHostAlloc) is issued between them, and deadlock
+// (docs/stream.md). direct_on() is the same on every rank: where it holds,
+// every enqueued point-to-point operation goes through Loom's own calls,
+// since a direct send's peer gets Loom's header, whatever its buffer.
+bool direct_on();
+void go_direct(const Lane& lane, Buffer* b);
 
 // Staging for b on the lane (none for host buffers).
 Result<Block> staging_for(Lane& lane, const Buffer& b);

@@ -33,6 +33,7 @@ struct MPIS_Request_struct {
   loom::stream::Buffer buf;
   loom::stream::Block staging;
   std::shared_ptr<std::atomic<int>> active = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<void> pin;  // the type, for rounds that pass it to the MPI (TypePin)
 };
 
 namespace loom::stream {
@@ -102,6 +103,7 @@ int make_request(bool send, const void* sbuf, void* rbuf, MPI_Count count, MPI_D
   r->rbuf = rbuf;
   r->count = static_cast<int>(count);
   r->type = type;
+  r->pin = std::make_shared<loom::stream::TypePin>(type);
   r->peer = peer;
   r->tag = tag;
   r->comm = comm;
@@ -132,6 +134,7 @@ int start(Engine& e, Queue& q, MPIS_Request r) {
     void* user = r->send ? const_cast<void*>(r->sbuf) : r->rbuf;
     if ((rc = resolve(ch.lane(), user, r->count, r->type, r->comm, &r->buf)) != MPI_SUCCESS)
       return rc;
+    go_direct(ch.lane(), &r->buf);
     auto s = staging_for(ch.lane(), r->buf);
     if (!s) return mpi::raise(r->comm, s.status());
     r->staging = s.value();
@@ -139,11 +142,14 @@ int start(Engine& e, Queue& q, MPIS_Request r) {
   }
   auto op = std::make_shared<Op>();
   op->ch = q.ch;
-  op->raw = true;  // a private channel: the MPI itself, no matching of Loom's
+  // A private channel: the MPI itself, no matching of Loom's; Loom's own
+  // calls where enqueued device messages go direct (their peers get headers).
+  op->raw = !direct_on();
   op->peer = r->world_peer;
   op->tag = r->channel;
   op->comm = e.world();
   op->active = r->active;
+  op->pin = r->pin;
   Status s = r->send ? stage_send(ch, r->buf, r->sbuf, r->count, r->type, r->staging, *op)
                      : stage_recv(ch, r->buf, r->rbuf, r->count, r->type, r->staging, *op);
   if (!s) return mpi::raise(r->comm, s);

@@ -193,6 +193,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   Buffer b;
   const void* buf = send ? sbuf : rbuf;
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
+  go_direct(ch->lane(), &b);
   auto staging = staging_for(ch->lane(), b);
   if (!staging) return fail(comm, staging.status());
   auto op = std::make_shared<Op>();

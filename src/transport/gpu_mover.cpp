@@ -35,11 +35,12 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 class GpuMover final : public Mover {
  public:
-  explicit GpuMover(Method m) : method_(m), no_pools_(knob_true(knobs().test_no_pools)) {}
+  GpuMover(Method m, bool nonblocking)
+      : method_(m), nonblocking_(nonblocking), no_pools_(knob_true(knobs().test_no_pools)) {}
   ~GpuMover() override {
     if (stream_) cudaStreamSynchronize(stream_);
     layouts_.clear();
-    if (words_host_) cudaHostUnregister(words_host_);
+    if (words_registered_) cudaHostUnregister(words_host_);
     pinned_.release_all();
     scratch_.release_all();
     if (stream_) cudaStreamDestroy(stream_);
@@ -50,9 +51,14 @@ class GpuMover final : public Mover {
   // send buffer, or the DMA of a cudaMemcpy from pageable memory, which may
   // still be landing when cudaMemcpy returns), as a synchronous MPI call is
   // expected to see it.
+  // A non-blocking mover (make_gpu_mover) orders nothing after the legacy
+  // stream and never touches it: for threads of Loom's own that must not
+  // wait on the application's streams.
   Status init() {
     write32_ = reinterpret_cast<WriteFn>(driver_entry("cuStreamWriteValue32"));
-    return cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamDefault), "stream");
+    return cuda_status(cudaStreamCreateWithFlags(
+                           &stream_, nonblocking_ ? cudaStreamNonBlocking : cudaStreamDefault),
+                       "stream");
   }
 
   Method method() const override { return method_; }
@@ -193,12 +199,19 @@ class GpuMover final : public Mover {
     std::lock_guard<std::mutex> lk(mu_);
     if (words_host_ == page) return Status::ok();
     if (!write32_) return Status(Err::kUnsupported, "no stream memory operations");
-    LOOM_TRY(cuda_status(cudaHostRegister(page, bytes, cudaHostRegisterMapped), "ready words"));
+    // Another mover of this process (the stream thread's) may have registered it.
+    const cudaError_t reg = cudaHostRegister(page, bytes, cudaHostRegisterMapped);
+    LOOM_DEBUG(kTransport, "ready words registered (%d)", static_cast<int>(reg));
+    if (reg == cudaErrorHostMemoryAlreadyRegistered)
+      cudaGetLastError();
+    else
+      LOOM_TRY(cuda_status(reg, "ready words"));
     void* dev = nullptr;
     if (Status s = cuda_status(cudaHostGetDevicePointer(&dev, page, 0), "ready words"); !s) {
-      cudaHostUnregister(page);
+      if (reg == cudaSuccess) cudaHostUnregister(page);
       return s;
     }
+    words_registered_ = reg == cudaSuccess;
     words_host_ = static_cast<char*>(page);
     words_dev_ = static_cast<char*>(dev);
     words_bytes_ = bytes;
@@ -295,9 +308,11 @@ class GpuMover final : public Mover {
   }
 
   Status copy_to_host(void* host, const void* user, size_t bytes) override {
+    if (nonblocking_) return copy(host, user, bytes);  // cudaMemcpy is the legacy stream's
     return cuda_status(cudaMemcpy(host, user, bytes, cudaMemcpyDefault), "copy to host");
   }
   Status copy_from_host(void* user, const void* host, size_t bytes) override {
+    if (nonblocking_) return copy(user, host, bytes);
     return cuda_status(cudaMemcpy(user, host, bytes, cudaMemcpyDefault), "copy from host");
   }
   Status copy(void* dst, const void* src, size_t bytes) override {
@@ -346,6 +361,7 @@ class GpuMover final : public Mover {
     return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_), "copy");
   }
   Status settle_user() override {
+    if (nonblocking_) return Status::ok();  // its caller ordered the user's work itself
     return cuda_status(cudaStreamSynchronize(cudaStreamLegacy), "the application's GPU work");
   }
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
@@ -422,7 +438,9 @@ class GpuMover final : public Mover {
   char* words_host_ = nullptr;  // the ready words' page (map_words) and its device alias
   char* words_dev_ = nullptr;
   size_t words_bytes_ = 0;
+  bool words_registered_ = false;  // by this mover (unregistered with it)
   const Method method_;
+  const bool nonblocking_;
   const bool no_pools_;
   std::atomic<bool> pinned_warned_{false}, host_warned_{false};
   cudaStream_t stream_ = nullptr;
@@ -436,9 +454,9 @@ class GpuMover final : public Mover {
 
 }  // namespace
 
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method m) {
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking) {
   if (!pack::gpu_available()) return Status(Err::kUnsupported, "no GPU");
-  auto mover = std::make_unique<GpuMover>(m);
+  auto mover = std::make_unique<GpuMover>(m, nonblocking);
   LOOM_TRY(mover->init());
   return std::unique_ptr<Mover>(std::move(mover));
 }

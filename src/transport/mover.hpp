@@ -141,7 +141,10 @@ class Mover {
 
 std::unique_ptr<Mover> make_host_mover();
 // kOneShot or kStaged; needs a CUDA build and a GPU.
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method m);
+// `nonblocking`: its stream neither waits for nor holds up the legacy default
+// stream, and it never calls into that stream (for threads of Loom's own that
+// run while the application's streams wait on them).
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking = false);
 
 // The layout of m.count elements: the allocation-free view when it fits,
 // else a Layout built from the form (kept in `owned`).

@@ -38,6 +38,7 @@ Result<Segment> PeerMemory::acquire(size_t bytes) {
       return s;
     }
   }
+  LOOM_DEBUG(kTransport, "allocating a segment of %zu bytes", cls);
   auto s = allocate(cls);  // outside the lock: may take milliseconds
   if (!s) return s;
   std::lock_guard<std::mutex> lk(mu_);

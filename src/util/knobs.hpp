@@ -37,6 +37,9 @@ namespace loom {
     "the MPI moves device memory itself: auto (MPIX_Query_cuda_support, or UCX with CUDA "  \
     "under Open MPI's pml ucx)|1 (trust it)|0; then contiguous device messages to other "   \
     "nodes go straight to it")                                                              \
+  X(test_stream_direct, "LOOM_TEST_STREAM_DIRECT", "0",                                     \
+    "test only: enqueued device messages go by Loom's own point-to-point from the stream "  \
+    "thread; can deadlock on a GPU (docs/stream.md)")                                       \
   X(stats, "LOOM_STATS", "0",                                                               \
     "each rank prints where its time went inside Loom (phases of the device paths: calls, " \
     "total and mean time) at MPI_Finalize")                                                 \

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,20 @@ class StreamGpu : public ::testing::Test {
     if (provided < MPI_THREAD_MULTIPLE) GTEST_SKIP() << "the MPI gives no MPI_THREAD_MULTIPLE";
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    ASSERT_EQ(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), cudaSuccess);
+    // LOOM_TEST_STREAM: the kind of stream the operations are enqueued on.
+    // A blocking one, or the legacy default stream, waits on (and holds up)
+    // every blocking stream: Loom's stream thread must queue nothing that
+    // waits for them while they wait for it.
+    const char* kind = std::getenv("LOOM_TEST_STREAM");
+    const std::string k = kind ? kind : "nonblocking";
+    if (k == "legacy") {
+      s_ = cudaStreamLegacy;
+      own_stream_ = false;
+    } else {
+      ASSERT_EQ(cudaStreamCreateWithFlags(
+                    &s_, k == "blocking" ? cudaStreamDefault : cudaStreamNonBlocking),
+                cudaSuccess);
+    }
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "type", "cudaStream_t");
@@ -80,7 +94,7 @@ class StreamGpu : public ::testing::Test {
     EXPECT_EQ(MPIX_Stream_free(&stream_), MPI_SUCCESS);
     cudaFree(bad_);
     if (spin_) cudaFree(spin_);
-    cudaStreamDestroy(s_);
+    if (own_stream_) cudaStreamDestroy(s_);
   }
   unsigned char* src_spin() {
     if (!spin_) dmalloc(&spin_, 64);
@@ -93,6 +107,7 @@ class StreamGpu : public ::testing::Test {
   }
 
   cudaStream_t s_ = nullptr;
+  bool own_stream_ = true;
   MPIX_Stream stream_ = MPIX_STREAM_NULL;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int* bad_ = nullptr;

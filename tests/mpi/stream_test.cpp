@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "loom/loom.h"
@@ -145,6 +146,46 @@ TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
     }
     MPI_Type_free(&t);
   }
+}
+
+// A type freed right after the call that enqueued its send or receive: the
+// operation is posted when the stream gets there, after the free (MPI lets
+// a type be freed while communication that uses it is pending), so the
+// handle must outlive the user's free.
+TEST_F(Stream, TypeFreedWhileEnqueued) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t, same;  // `same`: the layout again, for the checks
+  MPI_Type_vector(64, 3, 7, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);
+  MPI_Type_vector(64, 3, 7, MPI_DOUBLE, &same);
+  MPI_Type_commit(&same);
+  Buffer buf(same, 2, me % 2 == 0 ? 1 : 0);
+  const Buffer initial = buf;
+  auto seen = std::make_shared<std::vector<unsigned char>>();
+  // The stream waits until both calls have returned and the type is freed.
+  auto go = std::make_shared<std::atomic<bool>>(false);
+  on_stream(s_, [go] {
+    while (!go->load()) std::this_thread::yield();
+  });
+  if (me % 2 == 0) {
+    on_stream(s_, [&buf] { fill(buf, 5); });
+    ASSERT_EQ(MPIX_Send_enqueue(buf.origin(), 2, t, peer, 9, comm_), MPI_SUCCESS);
+  } else {
+    ASSERT_EQ(MPIX_Recv_enqueue(buf.origin(), 2, t, peer, 9, comm_, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    on_stream(s_, [&buf, seen] { *seen = buf.bytes; });
+  }
+  ASSERT_EQ(MPI_Type_free(&t), MPI_SUCCESS);
+  EXPECT_EQ(t, MPI_DATATYPE_NULL);
+  go->store(true);
+  sync();
+  if (me % 2 == 1) {
+    Buffer sent(same, 2, 1);
+    fill(sent, 5);
+    EXPECT_EQ(*seen, expected(same, 2, sent, same, 2, initial));
+  }
+  MPI_Type_free(&same);
 }
 
 // Many messages in flight: Isend/Irecv_enqueue, Wait_enqueue and
