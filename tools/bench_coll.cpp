@@ -4,7 +4,7 @@
 // to pinned host memory, the host MPI's collective, copy the result back)
 // and, for all-to-all, *send-recv* (MPI_Isend/Irecv of each device block
 // through Loom's point-to-point). Alltoall, Alltoallv (uneven blocks),
-// Allreduce, Bcast, Allgather, Reduce_scatter_block and the 3D halo's
+// Allreduce, Bcast, Allgather, Reduce_scatter_block, Scan and the 3D halo's
 // Neighbor_alltoallw. The bound is the GPU's own copy rate:
 // all ranks' received bytes copied once device to device (the ranks share
 // the GPU under MPS; with a GPU each it is a lower bound still). Times are
@@ -260,7 +260,7 @@ int bench_coll(bool quick, const char* csv_path) {
   print(rows, csv);
   rows.clear();
 
-  // Allreduce (float sum), Bcast, Allgather, Reduce_scatter_block.
+  // Allreduce (float sum), Bcast, Scan, Allgather, Reduce_scatter_block.
   const size_t big = quick ? (size_t{16} << 20) : (size_t{256} << 20);
   for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
     const int count = static_cast<int>(bytes / sizeof(float));
@@ -288,6 +288,18 @@ int bench_coll(bool quick, const char* csv_path) {
         if (g_rank == 0) cudaMemcpy(b.hrecv, b.drecv, bytes, cudaMemcpyDeviceToHost);
         MPI_Bcast(b.hrecv, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
         if (g_rank != 0) cudaMemcpy(b.drecv, b.hrecv, bytes, cudaMemcpyHostToDevice);
+      });
+      rows.push_back(row);
+    }
+    {
+      // Scan: the last rank folds every rank's input, so it bounds the call.
+      Bufs b(bytes, bytes);
+      Row row{"Scan float sum", bytes, 0, 0, 0, 0, 0, static_cast<double>(bytes) * n / rate};
+      loom_modes(row, reps,
+                 [&] { MPI_Scan(b.dsend, b.drecv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+      row.user = timed(reps, [&] {
+        b.user_level(
+            [&](void* s, void* r) { MPI_Scan(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
       });
       rows.push_back(row);
     }
