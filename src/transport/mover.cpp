@@ -270,7 +270,7 @@ std::unique_ptr<Mover> make_host_mover() {
 }
 
 #ifndef LOOM_HAVE_CUDA
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method) {
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method, bool) {
   return Status(Err::kUnsupported, "Loom was built without CUDA");
 }
 #endif
