@@ -188,6 +188,12 @@ struct Blocks {
       add(send, buf, peers[i], counts[i], static_cast<int64_t>(displs[i]), types[i],
           static_cast<int>(i));
   }
+  // The same `count` elements at buf, to (or from) each of `peers`.
+  void add_each(bool send, const void* buf, const std::vector<int>& peers, int count,
+                MPI_Datatype t) {
+    for (size_t i = 0; i < peers.size(); ++i)
+      add(send, buf, peers[i], count, 0, t, static_cast<int>(i));
+  }
   // One count and type for every block, one after the other.
   void add_even(bool send, const void* buf, const std::vector<int>& peers, int count,
                 MPI_Datatype t) {
@@ -403,7 +409,7 @@ bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r
   Blocks b;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
-  for (size_t i = 0; i < dst.size(); ++i) b.add(true, s, dst[i], sc, 0, st, static_cast<int>(i));
+  b.add_each(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
 }
@@ -413,7 +419,7 @@ bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* 
   Blocks b;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
-  for (size_t i = 0; i < dst.size(); ++i) b.add(true, s, dst[i], sc, 0, st, static_cast<int>(i));
+  b.add_each(true, s, dst, sc, st);
   b.add_v(false, r, src, rcs, displs, rt);
   return run_blocks(c, b, rc);
 }
@@ -530,14 +536,13 @@ bool reduce_scatter(Call& c, const void* s, void* r, const int* rcs, MPI_Datatyp
   if (!rcs) return false;  // the MPI's own check
   std::vector<size_t> counts(static_cast<size_t>(c.size()));
   int64_t all = 0;
-  bool counts_ok = true;
   for (int p = 0; p < c.size(); ++p) {
-    counts_ok = counts_ok && rcs[p] >= 0;
-    counts[static_cast<size_t>(p)] = rcs[p] > 0 ? static_cast<size_t>(rcs[p]) : 0;
-    all += rcs[p] > 0 ? rcs[p] : 0;
+    if (rcs[p] < 0) return false;  // the MPI's own check
+    counts[static_cast<size_t>(p)] = static_cast<size_t>(rcs[p]);
+    all += rcs[p];
   }
   // Every rank sees the same counts: the gate's size is the mean block.
-  if (!counts_ok || all > INT32_MAX || !gate(c, all * type_size(t) / c.size(), &env)) return false;
+  if (all > INT32_MAX || !gate(c, all * type_size(t) / c.size(), &env)) return false;
   const int mine = rcs[c.rank()];
   // In place, the input is the whole receive buffer, and the result its start.
   Fold f(op, t, static_cast<int>(all), s, r, s == MPI_IN_PLACE ? static_cast<int>(all) : mine,

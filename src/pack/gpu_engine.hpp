@@ -61,8 +61,8 @@ class GpuLayout {
 bool gpu_available();
 
 // Loads the pack kernels on the current device now (once a process): their
-// first launch under CUDA's lazy loading waits for the whole context, which
-// would deadlock a thread that a stream is waiting on (Loom's stream thread).
+// first launch under CUDA's lazy loading may synchronise the whole context,
+// which could deadlock a thread that a stream waits on (Loom's stream thread).
 Status gpu_preload();
 
 // Asynchronous, ordered on `stream`: pack reads `user` (the buffer the

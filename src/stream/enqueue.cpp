@@ -93,17 +93,11 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
   op.kind = Op::Kind::kSend;
   switch (b.how) {
     case Buffer::How::kDirect:  // Loom's MPI_Isend from the stream thread moves it
-      op.sbuf = buf;
-      op.count = count;
-      op.type = type;
-      op.release_on_post = false;  // the buffer is the user's until the send completes
-      if (!op.pin) op.pin = std::make_shared<TypePin>(type);
-      return Status::ok();
     case Buffer::How::kHost:
       op.sbuf = buf;
       op.count = count;
       op.type = type;
-      op.release_on_post = false;  // the buffer is the user's until the MPI is done
+      op.release_on_post = false;  // the buffer is the user's until the send completes
       if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
     case Buffer::How::kPacked:

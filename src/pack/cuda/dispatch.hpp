@@ -13,8 +13,8 @@ namespace loom::pack::gpu {
 Status read_device_shape(int device, DeviceShape* out);
 
 // Runs every kernel once, with nothing to move, and waits: with CUDA's lazy
-// loading a kernel's first launch loads it, which waits for the whole
-// context, and so for any stream that waits on a thread of Loom's own.
+// loading a kernel's first launch loads it, which may synchronise the whole
+// context, and so wait for any stream that waits on a thread of Loom's own.
 Status preload(cudaStream_t stream);
 
 // Enqueues the launch on `stream` and checks the launch itself.
