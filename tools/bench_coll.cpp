@@ -29,10 +29,50 @@
 
 #include "loom/loom.h"
 
+#ifdef LOOM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
 namespace loom::tools {
 namespace {
 
 int g_rank = 0, g_size = 1;
+
+#ifdef LOOM_HAVE_NCCL
+// NCCL on MPI_COMM_WORLD, where every rank has a GPU of its own (it refuses
+// two ranks on one GPU); comm stays null otherwise.
+struct Nccl {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  explicit Nccl(int gpus) {
+    int ok = gpus >= g_size ? 1 : 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) return;
+    ncclUniqueId id;
+    if (g_rank == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (ncclCommInitRank(&comm, g_size, id, g_rank) != ncclSuccess) comm = nullptr;
+    cudaStreamCreate(&stream);
+  }
+  ~Nccl() {
+    if (comm) ncclCommDestroy(comm);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  // `per` bytes to and from each rank, blocks one after the other.
+  void alltoall(const void* in, void* out, size_t per) {
+    ncclGroupStart();
+    for (int p = 0; p < g_size; ++p) {
+      ncclSend(static_cast<const char*>(in) + p * per, per, ncclUint8, p, comm, stream);
+      ncclRecv(static_cast<char*>(out) + p * per, per, ncclUint8, p, comm, stream);
+    }
+    ncclGroupEnd();
+  }
+  void sync() { cudaStreamSynchronize(stream); }
+};
+Nccl* g_nccl = nullptr;
+// Seconds of one NCCL call (fn enqueues it), or 0 where NCCL is off.
+double nccl_timed(int reps, const std::function<void(Nccl&)>& fn);
+#endif
 
 // Median of the slowest rank's seconds per call.
 double timed(int reps, const std::function<void()>& fn) {
@@ -98,29 +138,50 @@ struct Row {
   std::string op;
   size_t bytes;  // each rank receives
   double aut, node, mirror, user, sendrecv, bound;
+  double nccl = 0;  // NCCL called directly (or the user's pack + NCCL + unpack)
 };
 
 void print(const std::vector<Row>& rows, FILE* csv) {
   if (g_rank != 0) return;
   std::printf(
       "\n| collective | bytes/rank | Loom auto us | node engine us | mirrors us | user-level us "
-      "| send-recv us | bound us | auto vs user | auto vs send-recv | %% of bound |\n"
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| send-recv us | NCCL us | bound us | auto vs user | auto vs send-recv | NCCL / auto "
+      "| %% of bound |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const Row& r : rows) {
-    char sr[32] = "-", vs_sr[32] = "-";
+    char sr[32] = "-", vs_sr[32] = "-", nc[32] = "-", vs_nc[32] = "-";
+    if (r.nccl > 0) {
+      std::snprintf(nc, sizeof nc, "%.1f", r.nccl * 1e6);
+      std::snprintf(vs_nc, sizeof vs_nc, "%.2f", r.nccl / r.aut);
+    }
     if (r.sendrecv > 0) {
       std::snprintf(sr, sizeof sr, "%.1f", r.sendrecv * 1e6);
       std::snprintf(vs_sr, sizeof vs_sr, "%.2fx", r.sendrecv / r.aut);
     }
-    std::printf("| %s | %zu | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.2fx | %s | %.0f%% |\n",
-                r.op.c_str(), r.bytes, r.aut * 1e6, r.node * 1e6, r.mirror * 1e6, r.user * 1e6, sr,
-                r.bound * 1e6, r.user / r.aut, vs_sr, 100 * r.bound / r.aut);
+    std::printf(
+        "| %s | %zu | %.1f | %.1f | %.1f | %.1f | %s | %s | %.1f | %.2fx | %s | %s | %.0f%% |\n",
+        r.op.c_str(), r.bytes, r.aut * 1e6, r.node * 1e6, r.mirror * 1e6, r.user * 1e6, sr, nc,
+        r.bound * 1e6, r.user / r.aut, vs_sr, vs_nc, 100 * r.bound / r.aut);
     if (csv)
-      std::fprintf(csv, "%s,%d,%zu,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", r.op.c_str(), g_size, r.bytes,
-                   r.aut, r.node, r.mirror, r.user, r.sendrecv > 0 ? r.sendrecv : 0, r.bound);
+      std::fprintf(csv, "%s,%d,%zu,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", r.op.c_str(), g_size,
+                   r.bytes, r.aut, r.node, r.mirror, r.user, r.sendrecv > 0 ? r.sendrecv : 0,
+                   r.bound, r.nccl);
   }
   std::fflush(stdout);
 }
+
+#ifdef LOOM_HAVE_NCCL
+double nccl_timed(int reps, const std::function<void(Nccl&)>& fn) {
+  if (!g_nccl || !g_nccl->comm) return 0;
+  return timed(reps, [&] {
+    fn(*g_nccl);
+    g_nccl->sync();
+  });
+}
+#define LOOM_NCCL_ROW(row, reps, body) row.nccl = nccl_timed(reps, [&](Nccl & nc) body)
+#else
+#define LOOM_NCCL_ROW(row, reps, body) (void)0
+#endif
 
 // Loom's three ways of one call, forced in turn.
 void loom_modes(Row& row, int reps, const std::function<void()>& fn) {
@@ -131,6 +192,42 @@ void loom_modes(Row& row, int reps, const std::function<void()>& fn) {
   loom_set_coll_method("mirror");
   row.mirror = timed(reps, fn);
   loom_set_coll_method("auto");
+}
+
+// An all-to-all of a strided type: `k` doubles to each peer, every other
+// one of 2k (a vector resized to its full extent). Loom takes the type;
+// the user's NCCL version packs with cudaMemcpy2D, sends, and unpacks.
+void strided_alltoall(int k, double rate, std::vector<Row>& rows) {
+  MPI_Datatype v, t;
+  MPI_Type_vector(k, 1, 2, MPI_DOUBLE, &v);
+  MPI_Type_create_resized(v, 0, static_cast<MPI_Aint>(16) * k, &t);
+  MPI_Type_commit(&t);
+  const size_t per = size_t{8} * k, n = static_cast<size_t>(g_size);
+  Bufs b(2 * per * n, 2 * per * n);
+  Row row{
+      "Alltoall strided (vector)", per * n, 0, 0, 0, 0, 0, static_cast<double>(per * n) * n / rate};
+  const int reps = reps_for(per * n);
+  loom_modes(row, reps, [&] { MPI_Alltoall(b.dsend, 1, t, b.drecv, 1, t, MPI_COMM_WORLD); });
+  row.user = timed(reps, [&] {
+    b.user_level([&](void* s, void* r) { MPI_Alltoall(s, 1, t, r, 1, t, MPI_COMM_WORLD); });
+  });
+#ifdef LOOM_HAVE_NCCL
+  if (g_nccl && g_nccl->comm) {
+    void *pin = nullptr, *pout = nullptr;
+    cudaMalloc(&pin, per * n);
+    cudaMalloc(&pout, per * n);
+    row.nccl = nccl_timed(reps, [&](Nccl& nc) {
+      cudaMemcpy2DAsync(pin, 8, b.dsend, 16, 8, k * n, cudaMemcpyDeviceToDevice, nc.stream);
+      nc.alltoall(pin, pout, per);
+      cudaMemcpy2DAsync(b.drecv, 16, pout, 8, 8, k * n, cudaMemcpyDeviceToDevice, nc.stream);
+    });
+    cudaFree(pin);
+    cudaFree(pout);
+  }
+#endif
+  rows.push_back(row);
+  MPI_Type_free(&t);
+  MPI_Type_free(&v);
 }
 
 // MPI_Neighbor_alltoallw of a 3D halo (radius 1, faces) on a periodic
@@ -194,6 +291,10 @@ int bench_coll(bool quick, const char* csv_path) {
   // time-sliced between the two processes (about 145 us a switch).
   int gpus = 0;
   if (cudaGetDeviceCount(&gpus) == cudaSuccess && gpus > 0) cudaSetDevice(g_rank % gpus);
+#ifdef LOOM_HAVE_NCCL
+  Nccl nccl(gpus);
+  g_nccl = &nccl;
+#endif
   const int n = g_size;
   // The copy rate of the GPU alone: rank 0 measures while the others wait.
   double rate = 0;
@@ -202,7 +303,7 @@ int bench_coll(bool quick, const char* csv_path) {
   FILE* csv = nullptr;
   if (g_rank == 0 && csv_path) {
     csv = std::fopen(csv_path, "w");
-    if (csv) std::fprintf(csv, "op,ranks,bytes,auto,node,mirror,user,sendrecv,bound\n");
+    if (csv) std::fprintf(csv, "op,ranks,bytes,auto,node,mirror,user,sendrecv,bound,nccl\n");
   }
   if (g_rank == 0)
     std::printf("loom-bench coll: %d ranks; device-to-device copy rate %.0f GB/s\n", n, rate / 1e9);
@@ -230,8 +331,12 @@ int bench_coll(bool quick, const char* csv_path) {
                   &q[n + p]);
       MPI_Waitall(2 * n, q.data(), MPI_STATUSES_IGNORE);
     });
+    LOOM_NCCL_ROW(row, reps_for(per * n), { nc.alltoall(b.dsend, b.drecv, per); });
     rows.push_back(row);
   }
+  print(rows, csv);
+  rows.clear();
+  for (int k = 128; k <= static_cast<int>(top / 8); k *= 16) strided_alltoall(k, rate, rows);
   print(rows, csv);
   rows.clear();
 
@@ -278,6 +383,9 @@ int bench_coll(bool quick, const char* csv_path) {
           MPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         });
       });
+      LOOM_NCCL_ROW(row, reps, {
+        ncclAllReduce(b.dsend, b.drecv, count, ncclFloat, ncclSum, nc.comm, nc.stream);
+      });
       rows.push_back(row);
     }
     {
@@ -289,6 +397,8 @@ int bench_coll(bool quick, const char* csv_path) {
         MPI_Bcast(b.hrecv, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
         if (g_rank != 0) cudaMemcpy(b.drecv, b.hrecv, bytes, cudaMemcpyHostToDevice);
       });
+      LOOM_NCCL_ROW(row, reps,
+                    { ncclBroadcast(b.drecv, b.drecv, count, ncclFloat, 0, nc.comm, nc.stream); });
       rows.push_back(row);
     }
     {
@@ -317,6 +427,9 @@ int bench_coll(bool quick, const char* csv_path) {
             MPI_Allgather(s, bc, MPI_FLOAT, r, bc, MPI_FLOAT, MPI_COMM_WORLD);
           });
         });
+        LOOM_NCCL_ROW(row, reps, {
+          ncclAllGather(b.dsend, b.drecv, static_cast<size_t>(bc), ncclFloat, nc.comm, nc.stream);
+        });
         rows.push_back(row);
       }
       if (blk > 0) {
@@ -331,6 +444,10 @@ int bench_coll(bool quick, const char* csv_path) {
             MPI_Reduce_scatter_block(s, r, bc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
           });
         });
+        LOOM_NCCL_ROW(row, reps, {
+          ncclReduceScatter(b.dsend, b.drecv, static_cast<size_t>(bc), ncclFloat, ncclSum, nc.comm,
+                            nc.stream);
+        });
         rows.push_back(row);
       }
     }
@@ -339,6 +456,9 @@ int bench_coll(bool quick, const char* csv_path) {
   rows.clear();
   halo(quick ? 32 : 64, rate, csv);
   if (csv) std::fclose(csv);
+#ifdef LOOM_HAVE_NCCL
+  g_nccl = nullptr;
+#endif
   return 0;
 }
 

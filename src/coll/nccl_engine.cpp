@@ -7,12 +7,11 @@
 #include <set>
 #include <vector>
 
+#include "transport/nccl_lib.hpp"
 #include "util/log.hpp"
 
 #if defined(LOOM_HAVE_NCCL)
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
-#include <nccl.h>  // types and prototypes only: libnccl is opened at run time
 #include <unistd.h>
 #endif
 
@@ -29,60 +28,9 @@ uint64_t calls() {
 #if defined(LOOM_HAVE_NCCL)
 namespace {
 
-// The entry points Loom uses, looked up in libnccl.so.2.
-struct Api {
-  decltype(&::ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&::ncclCommInitRank) comm_init_rank = nullptr;
-  decltype(&::ncclCommDestroy) comm_destroy = nullptr;
-  decltype(&::ncclGetErrorString) error_string = nullptr;
-  decltype(&::ncclAllReduce) all_reduce = nullptr;
-  decltype(&::ncclReduce) reduce = nullptr;
-  decltype(&::ncclReduceScatter) reduce_scatter = nullptr;
-  decltype(&::ncclBroadcast) broadcast = nullptr;
-  decltype(&::ncclAllGather) all_gather = nullptr;
-  decltype(&::ncclSend) send = nullptr;
-  decltype(&::ncclRecv) recv = nullptr;
-  decltype(&::ncclGroupStart) group_start = nullptr;
-  decltype(&::ncclGroupEnd) group_end = nullptr;
-  std::string why;  // empty when loaded
-};
-
-const Api& api() {
-  static const Api a = [] {
-    Api x;
-    void* lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      x.why = std::string("libnccl.so.2 not found: ") + dlerror();
-      return x;
-    }
-    bool ok = true;
-    auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      ok = ok && fn;
-    };
-    get(x.get_unique_id, "ncclGetUniqueId");
-    get(x.comm_init_rank, "ncclCommInitRank");
-    get(x.comm_destroy, "ncclCommDestroy");
-    get(x.error_string, "ncclGetErrorString");
-    get(x.all_reduce, "ncclAllReduce");
-    get(x.reduce, "ncclReduce");
-    get(x.reduce_scatter, "ncclReduceScatter");
-    get(x.broadcast, "ncclBroadcast");
-    get(x.all_gather, "ncclAllGather");
-    get(x.send, "ncclSend");
-    get(x.recv, "ncclRecv");
-    get(x.group_start, "ncclGroupStart");
-    get(x.group_end, "ncclGroupEnd");
-    if (!ok) x.why = "libnccl lacks an entry point Loom uses";
-    return x;
-  }();
-  return a;
-}
-
-Status nccl_status(ncclResult_t r, const char* what) {
-  if (r == ncclSuccess) return Status::ok();
-  return Status(Err::kCuda, std::string(what) + ": " + api().error_string(r));
+using transport::nccl_status;
+const transport::NcclApi& api() {
+  return transport::nccl_api();
 }
 
 Status cuda_status(cudaError_t e, const char* what) {

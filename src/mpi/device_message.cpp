@@ -57,9 +57,13 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int 
     if (!fill_message(*p.type, count, &p.msg))
       return raise(comm, MPI_ERR_COUNT, "message size overflows");
     // Without the device method's node map every peer counts as on the node.
-    bool on_node = true;
-    if (rt->rv && peer >= 0) on_node = rt->rv->peer_on_node(comm, peer) >= 0;
-    p.method = rt->choose(p.msg, on_node, peer >= 0 && on_node);
+    // The device method reaches peers of the node, and channel peers.
+    bool on_node = true, reached = peer >= 0;
+    if (rt->rv && peer >= 0) {
+      on_node = rt->rv->peer_on_node(comm, peer) >= 0;
+      reached = on_node || rt->rv->channel_to(rt->rv->world_rank(comm, peer));
+    }
+    p.method = rt->choose(p.msg, on_node, reached);
     p.mover = rt->mover(p.method);
   } else {
     // The MPI knows this type (or will raise its error): move the whole span

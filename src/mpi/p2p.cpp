@@ -111,9 +111,11 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
 // lent segment and fills hdr, which is then sent in place of the packed
 // bytes; the caller waits for the pack (Rendezvous::wait_packed) before the
 // user may reuse buf. False: use staging.
-bool device_method_send(const DevicePlan& p, const void* buf, Header* hdr) {
+bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
+                        Header* hdr) {
   if (p.span() || !p.mover || p.method != transport::Method::kDevice) return false;
-  Status s = runtime()->rv->lend(*p.mover, p.msg, buf, hdr, /*wait=*/false);
+  Rendezvous& rv = *runtime()->rv;
+  Status s = rv.lend(*p.mover, p.msg, buf, hdr, /*wait=*/false, rv.world_rank(comm, dest));
   if (s.is_ok()) return true;
   LOOM_WARN(kTransport, "device method: %s; staging this message instead", s.message().c_str());
   return false;
@@ -130,7 +132,7 @@ bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int des
       !transport::contiguous_at(p.msg, &base))
     return false;
   const int to = rt->rv->world_rank(comm, dest);
-  if (to < 0) return false;
+  if (to < 0 || rt->rv->channel_to(to)) return false;  // a channel peer cannot map it
   Status s = rt->rv->lend_user(static_cast<const char*>(buf) + base,
                                static_cast<size_t>(p.msg.bytes), to, hdr, ack);
   if (s.is_ok()) return true;
@@ -235,7 +237,7 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
     runtime()->rv->acked(hdr.seq);
     return rc;
   }
-  if (device_method_send(p, buf, &hdr)) {  // the header goes while the GPU packs
+  if (device_method_send(p, buf, comm, dest, &hdr)) {  // the header goes while the GPU packs
     {
       stats::Scope phase(stats::kHeader);
       rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
@@ -285,7 +287,8 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
     runtime()->requests.add(*req, std::move(op));
     return MPI_SUCCESS;
   }
-  if (device_method_send(p, buf, hdr.get())) op.packing = hdr->seq;  // done by completion
+  if (device_method_send(p, buf, comm, dest, hdr.get()))
+    op.packing = hdr->seq;  // done by completion
   if (op.packing || chunked_send(p, buf, comm, dest, hdr.get())) {
     {
       stats::Scope phase(stats::kHeader);

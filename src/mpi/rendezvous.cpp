@@ -19,6 +19,10 @@ namespace {
 
 constexpr uint64_t kMagic = 0x4c4f4f4d2d525a56ull;  // "LOOM-RZV"
 constexpr int kAckTag = 1;
+// A receiver's ready message: send me message `seq` by the channel.
+constexpr int kReadyTag = 0;
+constexpr int32_t kReadyOffer = 1;  // the offer joins the pair first
+constexpr int32_t kReadyDrop = 2;   // not wanted (truncated away): return its segment
 // Chunks of message `seq` go with their own tag, so a receiver may take the
 // sender's pipelined messages in any order; tags recur after kChunkTags.
 constexpr int kChunkTag0 = 2, kChunkTags = 30000;
@@ -46,6 +50,14 @@ int delete_ranks(MPI_Comm, int, void* attr, void*) {
 
 }  // namespace
 
+struct Rendezvous::Ready {
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  int32_t flags = 0;
+  int32_t unused = 0;
+  transport::Channel::Offer offer;
+};
+
 std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_copy, size_t chunk,
                                                bool host_mode, bool want_native) {
   int me = 0;
@@ -60,11 +72,34 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   }
   // Every rank takes part in the same collectives, whatever it can do. The
   // chunk size must agree too: the smallest wins, 0 (off) included.
-  int can[4] = {want_device && (host_mode || mem) ? 1 : 0,
+  // The channel (LOOM_NCCL_P2P): 1 for peers on other nodes, 2 for every
+  // other process; its sender thread calls the MPI.
+  const std::string& np = knobs().nccl_p2p;
+  int want_channel = np == "force" ? 2 : knob_true(np) ? 1 : 0;
+  std::unique_ptr<transport::Channel> nccl;
+  if (want_channel) {
+    int provided = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      LOOM_WARN(kTransport, "LOOM_NCCL_P2P is off: the MPI gave no MPI_THREAD_MULTIPLE");
+      want_channel = 0;
+    } else if (!host_mode) {
+      auto c = transport::make_nccl_channel();
+      if (c) {
+        nccl = std::move(c.value());
+      } else {
+        LOOM_WARN(kTransport, "LOOM_NCCL_P2P is off here: %s", c.status().message().c_str());
+        want_channel = 0;
+      }
+    }
+  }
+  int can[5] = {want_device && (host_mode || mem) ? 1 : 0,
                 static_cast<int>(std::min<size_t>(chunk, size_t{1} << 30)), want_zero_copy ? 1 : 0,
-                want_native ? 1 : 0};
-  int all[4] = {0, 0, 0, 0};
-  PMPI_Allreduce(can, all, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+                want_native ? 1 : 0, want_channel};
+  int all[5] = {0, 0, 0, 0, 0};
+  PMPI_Allreduce(can, all, 5, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (want_channel && !all[4])
+    LOOM_INFO(kTransport, "LOOM_NCCL_P2P is off: not every rank can or wants it alike");
   if (want_device && !all[0])
     LOOM_INFO(kTransport, "device method off: not every rank can lend memory");
   if (want_native && !all[3])
@@ -93,6 +128,10 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
       mem.reset();
   }
   rv->mem_ = std::move(mem);
+  if (rv->mem_ && all[4]) {  // the channel needs segments to send from
+    rv->channel_ = host_mode ? transport::make_mpi_channel(MPI_COMM_WORLD) : std::move(nccl);
+    rv->channel_all_ = all[4] == 2;
+  }
 
   MPI_Comm node;
   PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -117,6 +156,9 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
   if (rv->mem_)
     LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
+  if (rv->channel_)
+    LOOM_INFO(kTransport, "device method to %s: by %s",
+              rv->channel_all_ ? "every other process" : "other nodes", rv->channel_->name());
   if (rv->chunk_)
     LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);
   if (rv->native_)
@@ -221,7 +263,7 @@ Status Rendezvous::send_chunks(transport::Mover& mover, const transport::Message
 }
 
 void Rendezvous::discard(const Header& h) {
-  if (h.kind == kSegment || h.kind == kZeroCopy) {
+  if (h.kind == kSegment || h.kind == kZeroCopy || h.kind == kChannel) {
     ack(h);
     return;
   }
@@ -244,7 +286,9 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 }
 
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
-                        Header* hdr, bool wait) {
+                        Header* hdr, bool wait, int to) {
+  const bool by_channel = channel_to(to);
+  if (by_channel) channel_->note_device();
   progress();
   stats::Scope phase(stats::kLend);
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
@@ -278,12 +322,178 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   hdr->seq = seq;
   hdr->bytes = static_cast<uint64_t>(m.bytes);
   hdr->sender = world_rank_;
+  if (by_channel) {
+    hdr->kind = kChannel;
+    hdr->check = checksum(*hdr);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      channelled_segs_.emplace(hdr->seq, seg.value());
+    }
+    std::lock_guard<std::mutex> lk(serve_mu_);
+    n_channelled_.fetch_add(1, std::memory_order_release);
+    if (!server_.joinable() && !stop_) server_ = std::thread(&Rendezvous::serve, this);
+    serve_cv_.notify_one();
+    return Status::ok();
+  }
   hdr->handle = seg->handle;
   hdr->check = checksum(*hdr);
   std::lock_guard<std::mutex> lk(mu_);
   lent_.emplace(hdr->seq, seg.value());
   n_lent_.fetch_add(1, std::memory_order_release);
   return Status::ok();
+}
+
+Status Rendezvous::fetch(const Header& h, void* dst) {
+  return fetch_many({{&h, dst}}).front();
+}
+
+std::vector<Status> Rendezvous::fetch_many(const std::vector<Fetch>& items) {
+  std::vector<Status> out(items.size());
+  // Held throughout: this thread's readies and receives of one sender are
+  // in one order, which another thread's must not interleave.
+  std::lock_guard<std::mutex> lk(fetch_mu_);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Header& h = *items[i].h;
+    Ready r;
+    r.seq = h.seq;
+    r.bytes = h.bytes;
+    auto fresh = channel_->offer(h.sender, &r.offer);
+    if (!fresh) {
+      ack(h);  // the sender's segment is free either way
+      out[i] = fresh.status();
+      continue;
+    }
+    if (fresh.value()) r.flags = kReadyOffer;
+    if (PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_) != MPI_SUCCESS)
+      out[i] = Status(Err::kMpi, "sending a ready message");
+    else if (fresh.value())
+      out[i] = channel_->join_receiver(h.sender, r.offer);
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!out[i]) continue;
+    out[i] =
+        channel_->recv(items[i].h->sender, items[i].dst, static_cast<size_t>(items[i].h->bytes));
+    if (out[i]) pulled_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return out;
+}
+
+void Rendezvous::serve() {
+  for (int idle = 0;;) {
+    {
+      std::unique_lock<std::mutex> lk(serve_mu_);
+      serve_cv_.wait(lk, [&] {
+        return stop_ || n_flights_.load(std::memory_order_acquire) != 0 ||
+               n_channelled_.load(std::memory_order_acquire) != 0;
+      });
+    }
+    bool busy = serve_readies();
+    busy = land_flights() || busy;
+    {
+      std::lock_guard<std::mutex> lk(serve_mu_);
+      // Messages never asked for stay lent (finalize returns them).
+      if (stop_ && n_flights_.load(std::memory_order_acquire) == 0) return;
+    }
+    // A receiver asks within microseconds of matching: spin (yielding, as
+    // ranks may share cores) for a while, then poll gently.
+    if (busy)
+      idle = 0;
+    else if (++idle > 20000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else
+      std::this_thread::yield();
+  }
+}
+
+bool Rendezvous::serve_readies() {
+  std::lock_guard<std::mutex> lk(ready_mu_);
+  bool any = false;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    PMPI_Iprobe(MPI_ANY_SOURCE, kReadyTag, ctrl_, &flag, &st);
+    if (!flag) return any;
+    Ready r;
+    PMPI_Recv(&r, sizeof r, MPI_BYTE, st.MPI_SOURCE, kReadyTag, ctrl_, MPI_STATUS_IGNORE);
+    serve_ready(r, st.MPI_SOURCE);
+    any = true;
+  }
+}
+
+bool Rendezvous::land_flights() {
+  if (n_flights_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lk(flights_mu_);
+  bool any = false;
+  for (size_t i = 0; i < flights_.size();) {
+    auto d = channel_->done(flights_[i].first);
+    if (d && !d.value()) {
+      ++i;
+      continue;
+    }
+    if (!d)
+      LOOM_LOG(kError, kTransport, "channel send of message %llu failed: %s",
+               static_cast<unsigned long long>(flights_[i].second), d.status().message().c_str());
+    release_channelled(flights_[i].second);
+    flights_[i] = flights_.back();
+    flights_.pop_back();
+    n_flights_.fetch_sub(1, std::memory_order_release);
+    any = true;
+  }
+  return any;
+}
+
+void Rendezvous::serve_ready(const Ready& r, int from) {
+  transport::Segment seg;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = channelled_segs_.find(r.seq);
+    if (it == channelled_segs_.end() || r.bytes > it->second.size) {
+      LOOM_LOG(kError, kTransport, "rank %d asked for message %llu, which is not lent", from,
+               static_cast<unsigned long long>(r.seq));
+      return;
+    }
+    seg = it->second;
+  }
+  if (r.flags & kReadyDrop) {
+    release_channelled(r.seq);
+    return;
+  }
+  if (r.flags & kReadyOffer) {
+    if (Status s = channel_->join_sender(from, r.offer); !s) {
+      LOOM_LOG(kError, kTransport, "joining the channel to rank %d: %s", from, s.message().c_str());
+      release_channelled(r.seq);
+      return;
+    }
+  }
+  wait_packed(r.seq);
+  auto t = channel_->start_send(from, seg.ptr, static_cast<size_t>(r.bytes));
+  if (!t) {
+    LOOM_LOG(kError, kTransport, "channel send to rank %d: %s", from, t.status().message().c_str());
+    release_channelled(r.seq);
+    return;
+  }
+  channelled_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lk(flights_mu_);
+  flights_.emplace_back(t.value(), r.seq);
+  n_flights_.fetch_add(1, std::memory_order_release);
+}
+
+void Rendezvous::release_channelled(uint64_t seq) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = channelled_segs_.find(seq);
+  if (it == channelled_segs_.end()) return;
+  mem_->release(it->second);
+  channelled_segs_.erase(it);
+  n_channelled_.fetch_sub(1, std::memory_order_release);
+}
+
+void Rendezvous::stop_serving() {
+  {
+    std::lock_guard<std::mutex> lk(serve_mu_);
+    stop_ = true;
+    serve_cv_.notify_one();
+  }
+  if (server_.joinable()) server_.join();
 }
 
 Status Rendezvous::lend_user(const void* data, size_t bytes, int to, Header* hdr,
@@ -331,6 +541,7 @@ bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
   if (out->magic != kMagic || out->nonce != nonce_ || out->check != checksum(*out)) return false;
   if (out->kind == kChunks) return out->offset > 0 && out->offset <= (uint64_t{1} << 30);
   if (out->kind == kZeroCopy && !zc_tags_) return false;
+  if (out->kind == kChannel) return channel_ != nullptr;
   return (out->kind == kSegment || out->kind == kZeroCopy) && mem_ &&
          out->offset + out->bytes <= out->handle.size;
 }
@@ -381,7 +592,12 @@ Result<const void*> Rendezvous::open(const Header& h) {
 }
 
 void Rendezvous::ack(const Header& h) {
-  if (h.kind == kZeroCopy)
+  if (h.kind == kChannel) {
+    Ready r;
+    r.seq = h.seq;
+    r.flags = kReadyDrop;
+    PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_);
+  } else if (h.kind == kZeroCopy)
     PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
   else
     PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
@@ -411,7 +627,7 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   if (h.magic != kMagic || h.nonce != nonce_ || h.sender < 0 ||
       static_cast<size_t>(h.sender) >= node_of_.size() || h.sender == world_rank_)
     return;
-  if (h.kind == kSegment || (h.kind == kZeroCopy && zc_tags_)) {
+  if (h.kind == kSegment || (h.kind == kZeroCopy && zc_tags_) || (h.kind == kChannel && channel_)) {
     ack(h);
   } else {  // its chunks are never received: the sender gives up on them at finalize
     LOOM_WARN(kTransport,
@@ -421,6 +637,9 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
 }
 
 void Rendezvous::progress() {
+  // The sender's thread does this too; here it shows in the caller's view at once.
+  if (n_channelled_.load(std::memory_order_acquire) != 0) serve_readies();
+  land_flights();
   if (n_sending_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lk(mu_);
     for (size_t i = 0; i < sending_.size();) {
@@ -471,8 +690,10 @@ void Rendezvous::shutdown() {
   down_ = true;
   progress();
   // Every receive has completed before MPI_Finalize, so past this barrier
-  // no peer reads our segments, whether or not its ack has arrived yet.
+  // no peer reads our segments, whether or not its ack has arrived yet
+  // (channel transfers: the sender's thread served them before it).
   PMPI_Barrier(ctrl_);
+  stop_serving();
   // Every chunk was received by now in a correct program; a header the MPI
   // truncated leaves its chunks unreceived, so this does not wait forever.
   for (int i = 0; i < 20000 && n_sending_.load() != 0; ++i) {
@@ -499,8 +720,18 @@ void Rendezvous::shutdown() {
     for (auto& [seq, seg] : copies_)
       if (mem_) mem_->release(seg);
     copies_.clear();
+    if (!channelled_segs_.empty())
+      LOOM_DEBUG(kTransport, "finalize: %zu messages never asked for by the channel",
+                 channelled_segs_.size());
+    for (auto& [seq, seg] : channelled_segs_) {
+      wait_packed(seq);
+      if (mem_) mem_->release(seg);
+    }
+    channelled_segs_.clear();
+    n_channelled_.store(0);
     n_lent_.store(0);
   }
+  if (channel_) channel_->shutdown();
   if (mem_) mem_->unmap_all();
   PMPI_Barrier(ctrl_);  // nobody maps our segments any more
   if (mem_) mem_->free_all();
@@ -573,9 +804,85 @@ int pull_chunks(Rendezvous& rv, const Header& h, transport::Mover& mover,
   return settle(h, static_cast<uint64_t>(m.bytes), st);
 }
 
+// The packed bytes of a kChannel message, fetched into a segment of this
+// process (the channel writes memory of the segments' kind); then `use`.
+template <class Use>
+Status fetch_then(Rendezvous& rv, const Header& h, Use use) {
+  auto seg = rv.memory()->acquire(static_cast<size_t>(h.bytes));
+  if (!seg) {
+    rv.ack(h);  // the sender's segment is free either way
+    return seg.status();
+  }
+  Status s = rv.fetch(h, seg->ptr);
+  if (s) s = use(static_cast<const void*>(seg->ptr));
+  rv.memory()->release(seg.value());
+  return s;
+}
+
+int channel_failed(const Status& s, MPI_Status& st) {
+  LOOM_LOG(kError, kTransport, "device-method receive by the channel failed: %s",
+           s.message().c_str());
+  st.MPI_ERROR = MPI_ERR_OTHER;
+  return MPI_ERR_OTHER;
+}
+
+// A kChannel message: a contiguous one that fits lands in the user's buffer
+// as it is; others come into a segment and are unpacked from there.
+int pull_channel(Rendezvous& rv, const Header& h, transport::Mover& mover,
+                 const transport::Message& m, void* user, MPI_Status& st) {
+  const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
+  int64_t base = 0;
+  stats::Scope phase(stats::kPullWait);
+  Status s = got == h.bytes && transport::contiguous_at(m, &base)
+                 ? rv.fetch(h, static_cast<char*>(user) + base)
+                 : fetch_then(rv, h, [&](const void* src) {
+                     return mover.unpack_from_peer(m, src, static_cast<size_t>(got), user);
+                   });
+  if (!s) return channel_failed(s, st);
+  return settle(h, static_cast<uint64_t>(m.bytes), st);
+}
+
+void pull_channel_many(Rendezvous& rv, std::vector<ChannelPull>& pulls) {
+  stats::Scope phase(stats::kPullWait);
+  std::vector<Rendezvous::Fetch> items;
+  std::vector<transport::Segment> segs(pulls.size());
+  std::vector<size_t> asked;  // index into pulls of each item
+  for (size_t i = 0; i < pulls.size(); ++i) {
+    ChannelPull& p = pulls[i];
+    const uint64_t got = std::min<uint64_t>(p.h->bytes, static_cast<uint64_t>(p.m->bytes));
+    int64_t base = 0;
+    void* dst = nullptr;
+    if (got == p.h->bytes && transport::contiguous_at(*p.m, &base)) {
+      dst = static_cast<char*>(p.user) + base;
+    } else if (auto seg = rv.memory()->acquire(static_cast<size_t>(p.h->bytes))) {
+      segs[i] = seg.value();
+      dst = segs[i].ptr;
+    } else {
+      rv.ack(*p.h);
+      p.rc = channel_failed(seg.status(), *p.st);
+      continue;
+    }
+    items.push_back({p.h, dst});
+    asked.push_back(i);
+  }
+  std::vector<Status> got = rv.fetch_many(items);
+  for (size_t k = 0; k < asked.size(); ++k) {
+    ChannelPull& p = pulls[asked[k]];
+    transport::Segment& seg = segs[asked[k]];
+    Status s = got[k];
+    if (s && seg.ptr) {
+      const uint64_t n = std::min<uint64_t>(p.h->bytes, static_cast<uint64_t>(p.m->bytes));
+      s = p.mover->unpack_from_peer(*p.m, seg.ptr, static_cast<size_t>(n), p.user);
+    }
+    if (seg.ptr) rv.memory()->release(seg);
+    p.rc = s ? settle(*p.h, static_cast<uint64_t>(p.m->bytes), *p.st) : channel_failed(s, *p.st);
+  }
+}
+
 int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
                      const transport::Message& m, void* user, MPI_Status& st) {
   if (h.kind == kChunks) return pull_chunks(rv, h, mover, m, user, st);
+  if (h.kind == kChannel) return pull_channel(rv, h, mover, m, user, st);
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(m.bytes));
@@ -647,13 +954,22 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
     unpack_typed_host(packed.data(), static_cast<size_t>(got), buf, count, type, comm);
     return settle(h, capacity, st);
   }
-  auto src = rv.open(h);
-  if (!src) return fail(rv, h, src.status(), st);
   // Down to host memory, then unpacked by the host engine (or by the MPI for
   // types Loom cannot read).
   Runtime* rt = runtime();
   transport::Mover* copier = rt ? rt->mover_for(static_cast<size_t>(got)) : nullptr;
   std::vector<char> packed(static_cast<size_t>(got));
+  if (h.kind == kChannel) {
+    Status s = fetch_then(rv, h, [&](const void* src) {
+      return copier ? copier->copy_to_host(packed.data(), src, packed.size())
+                    : Status(Err::kUnsupported, "no mover");
+    });
+    if (!s) return channel_failed(s, st);
+    unpack_typed_host(packed.data(), packed.size(), buf, count, type, comm);
+    return settle(h, capacity, st);
+  }
+  auto src = rv.open(h);
+  if (!src) return fail(rv, h, src.status(), st);
   Status s = copier ? copier->copy_to_host(packed.data(), src.value(), packed.size())
                     : Status(Err::kUnsupported, "no mover");
   if (!s) return fail(rv, h, s, st);

@@ -17,17 +17,26 @@
 // MPI_Init. Sends never wait for the ack, so no program that is safe with
 // buffered sends can deadlock on it; segments come back as acks arrive
 // (any Loom call polls them) and at finalize.
+//
+// Peers that cannot map the segment (other nodes; LOOM_NCCL_P2P) get the
+// bytes by a channel instead (transport/channel.hpp): the receiver sends a
+// ready message naming the message, the sender's progress thread starts the
+// transfer (NCCL), the receiver receives it; the segment comes back when the
+// transfer has read it. This needs MPI_THREAD_MULTIPLE.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "transport/channel.hpp"
 #include "transport/mover.hpp"
 #include "transport/peer_memory.hpp"
 #include "transport/ready_flags.hpp"
@@ -53,8 +62,9 @@ constexpr int kHeaderBytes = 128;
 // kZeroCopy: the bytes are the sender's own buffer, lent as they lie (a
 // contiguous message); the sender's request is the receive of the ack, so
 // its send completes when the receiver has read them, as a rendezvous send
-// of any MPI does.
-enum HeaderKind : int32_t { kSegment = 0, kChunks = 1, kZeroCopy = 2 };
+// of any MPI does. kChannel: the bytes wait in a segment the receiver
+// cannot map; the channel brings them once the receiver asks (Rendezvous::fetch).
+enum HeaderKind : int32_t { kSegment = 0, kChunks = 1, kZeroCopy = 2, kChannel = 3 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
 class Rendezvous {
@@ -85,6 +95,20 @@ class Rendezvous {
   }
   bool native() const { return native_; }
 
+  // World rank `to` gets device-method messages by the channel (another
+  // node, or every other process with LOOM_NCCL_P2P=force).
+  bool channel_to(int to) const {
+    return channel_ && to >= 0 && to != world_rank_ &&
+           (channel_all_ ||
+            node_of_[static_cast<size_t>(to)] != node_of_[static_cast<size_t>(world_rank_)]);
+  }
+  // The device method reaches `rank` of comm: a process of this node, or a channel peer.
+  bool reaches(MPI_Comm comm, int rank) {
+    return peer_on_node(comm, rank) >= 0 || channel_to(world_rank(comm, rank));
+  }
+  // The channel's name, or null when it is off.
+  const char* channel_name() const { return channel_ ? channel_->name() : nullptr; }
+
   // The device method is on (memory is lent); pipelined chunks are on.
   bool lends() const { return mem_ != nullptr; }
   // The memory ranks of a node lend each other (null when the method is off),
@@ -100,9 +124,10 @@ class Rendezvous {
   // Sender: packs m from `user` into a lent segment and fills hdr. With
   // `wait` false the pack is only enqueued: the header may go at once (the
   // receiver reads the segment once the pack's ready word says so), and
-  // `user` must stay unchanged until wait_packed(hdr->seq).
+  // `user` must stay unchanged until wait_packed(hdr->seq). `to`: the
+  // receiver's world rank; a channel peer gets a kChannel header.
   Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr,
-              bool wait = true);
+              bool wait = true, int to = -1);
   // Sender: message seq's pack is done (its user buffer is free again).
   bool packed(uint64_t seq) const;
   void wait_packed(uint64_t seq) const;
@@ -131,7 +156,19 @@ class Rendezvous {
   // Receiver: the packed bytes of h as this process addresses them, once
   // they are there (a segment's pack may still run when its header lands).
   Result<const void*> open(const Header& h);
-  // Receiver: done reading h's segment; the sender may reuse it.
+  // Receiver, kChannel: asks h's sender for the bytes and receives them into
+  // dst (h.bytes, memory of this process's segments' kind). Transfers from
+  // one sender are asked for and received in one order.
+  Status fetch(const Header& h, void* dst);
+  // The same for many at once: every ready goes out first, then the
+  // transfers are received, so they overlap. One status per item.
+  struct Fetch {
+    const Header* h;
+    void* dst;
+  };
+  std::vector<Status> fetch_many(const std::vector<Fetch>& items);
+  // Receiver: done reading h's segment; the sender may reuse it (kChannel:
+  // a message it will not fetch).
   void ack(const Header& h);
   // The same for many, in one message a sender (segments).
   void ack_all(const std::vector<const Header*>& hs);
@@ -148,12 +185,24 @@ class Rendezvous {
   uint64_t messages_lent() const { return next_seq_.load() - 1; }
   uint64_t messages_pulled() const { return pulled_.load(); }
   uint64_t messages_chunked() const { return chunked_.load(); }
+  uint64_t messages_channelled() const { return channelled_.load(); }
 
  private:
   Rendezvous() = default;
   const std::vector<int>* world_ranks(MPI_Comm comm);
   // Receives the acks (sequence numbers) of the message `probed` found.
   std::vector<uint64_t> recv_acks(const MPI_Status& probed);
+  // The sender's progress thread: starts the channel transfers receivers
+  // ask for, returns their segments when done.
+  struct Ready;
+  void serve();
+  void serve_ready(const Ready& r, int from);
+  // Serves the readies that have arrived, in order; true when any had.
+  bool serve_readies();
+  // Returns the segments whose transfers are done; true when any was.
+  bool land_flights();
+  void release_channelled(uint64_t seq);
+  void stop_serving();
 
   MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
   int keyval_ = MPI_KEYVAL_INVALID;
@@ -181,6 +230,21 @@ class Rendezvous {
   std::vector<Sending> sending_;  // chunk sends not yet complete (under mu_)
   std::atomic<size_t> n_sending_{0};
   bool down_ = false;
+
+  std::unique_ptr<transport::Channel> channel_;  // null: off
+  bool channel_all_ = false;                     // every other process, this node's too
+  std::unordered_map<uint64_t, transport::Segment> channelled_segs_;  // by seq (under mu_)
+  std::atomic<size_t> n_channelled_{0};  // segments of channelled_segs_
+  std::atomic<uint64_t> channelled_{0};
+  std::mutex fetch_mu_;  // readies go out in the order their transfers are received
+  std::mutex ready_mu_;  // one server of readies at a time: a pair's go in order
+  std::mutex flights_mu_;
+  std::vector<std::pair<uint64_t, uint64_t>> flights_;  // (ticket, seq) of transfers started
+  std::atomic<size_t> n_flights_{0};
+  std::mutex serve_mu_;
+  std::condition_variable serve_cv_;
+  bool stop_ = false;  // under serve_mu_
+  std::thread server_;
 };
 
 // Receive side, shared by every receive path. `st` is the completed
@@ -194,6 +258,18 @@ int settle(const Header& h, uint64_t capacity, MPI_Status& st);
 // A device message Loom reads: unpacked on the GPU straight from the segment.
 int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
                      const transport::Message& m, void* user, MPI_Status& st);
+// Many kChannel messages landed at once (a completion call's): fetched
+// together, each unpacked into its receive's buffer; st[i] settled, and
+// the return codes in rc[i].
+struct ChannelPull {
+  const Header* h;
+  transport::Mover* mover;
+  const transport::Message* m;
+  void* user;
+  MPI_Status* st;
+  int rc = MPI_SUCCESS;
+};
+void pull_channel_many(Rendezvous& rv, std::vector<ChannelPull>& pulls);
 // A typed host buffer (a receive into host memory, or the host copy of a
 // device span): the header bytes arrived typed, so they are read back first.
 int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI_Status& st);

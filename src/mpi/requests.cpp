@@ -107,6 +107,7 @@ void pull_together(const std::vector<Landed>& landed) {
   std::vector<Pull> pulls;
   std::vector<transport::Mover*> movers;
   std::vector<std::shared_ptr<void>> keep;  // scratch and tables of unpacks in flight
+  std::vector<Pull> channel;                // kChannel messages
   std::optional<stats::Scope> phase(std::in_place, stats::kPullIssue);
   for (const Landed& l : landed) {
     PendingOp& op = *l.op;
@@ -117,6 +118,10 @@ void pull_together(const std::vector<Landed>& landed) {
     if (received != kHeaderBytes || !rv->is_header(op.staged.host, kHeaderBytes, &h) ||
         h.kind == kChunks)
       continue;
+    if (h.kind == kChannel) {  // fetched together below
+      channel.push_back({l, h});
+      continue;
+    }
     auto src = rv->open(h);
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
@@ -126,6 +131,21 @@ void pull_together(const std::vector<Landed>& landed) {
     pulls.push_back({l, h});
     if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
       movers.push_back(op.mover);
+  }
+  if (!channel.empty()) {
+    phase.reset();
+    std::vector<ChannelPull> cp;
+    for (Pull& p : channel)
+      cp.push_back({&p.h, p.at.op->mover, &p.at.op->msg, p.at.op->user, p.at.st});
+    pull_channel_many(*rv, cp);
+    for (size_t i = 0; i < cp.size(); ++i) {
+      PendingOp& op = *channel[i].at.op;
+      op.finished_rc = cp[i].rc;
+      op.finished_st = *channel[i].at.st;
+      op.finished_st.MPI_ERROR = op.finished_rc;
+      op.finished = true;
+    }
+    phase.emplace(stats::kPullIssue);
   }
   phase.emplace(stats::kPullWait);
   Status s;

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,12 @@ class GpuP2P : public ::testing::Test {
     int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+    // NCCL refuses two ranks on one GPU (ctest gpu.p2p.nccl).
+    if (forced_channel() && n < size) GTEST_SKIP() << "LOOM_NCCL_P2P=force needs a GPU a rank";
+  }
+  static bool forced_channel() {
+    const char* c = std::getenv("LOOM_NCCL_P2P");
+    return c && std::string(c) == "force";
   }
   void TearDown() override {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -188,6 +195,50 @@ TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
   EXPECT_EQ(runtime()->rv->messages_lent() - lent, 1u);
   EXPECT_EQ(runtime()->rv->messages_pulled() - pulled, 1u);
   MPI_Type_free(&t);
+}
+
+// LOOM_NCCL_P2P=force (ctest gpu.p2p.nccl, a GPU a rank): the device
+// method's bytes go by NCCL, asked for by the receiver, for a derived type
+// (unpacked from a segment) and a contiguous one (straight into the
+// buffer), in both directions at once, and many in flight; every byte checked.
+TEST_F(GpuP2P, NcclChannelCarriesMessages) {
+  if (!forced_channel()) GTEST_SKIP() << "LOOM_NCCL_P2P is not force";
+  ASSERT_TRUE(runtime() && runtime()->rv && runtime()->rv->channel_name())
+      << "the channel did not come up";
+  EXPECT_STREQ(runtime()->rv->channel_name(), "NCCL");
+  const uint64_t sent = runtime()->rv->messages_channelled();
+  MPI_Datatype vec;
+  MPI_Type_vector(4096, 16, 64, MPI_BYTE, &vec);
+  MPI_Type_commit(&vec);
+  for (MPI_Datatype t : {vec, MPI_BYTE}) {
+    const int count = t == MPI_BYTE ? (1 << 20) : 4;
+    DevBuffer src(t, count, 5 + rank()), dst(t, count, 0);
+    Buffer initial = dst.host;
+    ASSERT_EQ(MPI_Sendrecv(src.origin(), count, t, peer_, 3, dst.origin(), count, t, peer_, 3,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    Buffer from(t, count, 5 + peer_);
+    ASSERT_TRUE(dst.read() == expected(t, count, from, t, count, initial));
+  }
+  // A window of 32 in flight each way, tags received in reverse order.
+  const int n = 32;
+  std::vector<std::unique_ptr<DevBuffer>> out, in;
+  std::vector<MPI_Request> reqs(2 * n);
+  for (int i = 0; i < n; ++i) {
+    out.push_back(std::make_unique<DevBuffer>(vec, 1, 100 * rank() + i));
+    in.push_back(std::make_unique<DevBuffer>(vec, 1, 0));
+  }
+  for (int i = 0; i < n; ++i)
+    MPI_Irecv(in[i]->origin(), 1, vec, peer_, n - 1 - i, MPI_COMM_WORLD, &reqs[i]);
+  for (int i = 0; i < n; ++i)
+    MPI_Isend(out[i]->origin(), 1, vec, peer_, i, MPI_COMM_WORLD, &reqs[n + i]);
+  ASSERT_EQ(MPI_Waitall(2 * n, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  for (int i = 0; i < n; ++i) {
+    Buffer from(vec, 1, 100 * peer_ + (n - 1 - i)), initial(vec, 1, 0);
+    ASSERT_TRUE(in[i]->read() == expected(vec, 1, from, vec, 1, initial)) << "message " << i;
+  }
+  EXPECT_EQ(runtime()->rv->messages_channelled() - sent, 2u + n);
+  MPI_Type_free(&vec);
 }
 
 // Staged with LOOM_PIPELINE_CHUNK (ctest gpu.p2p.pipeline): a large message
