@@ -84,7 +84,7 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
       LOOM_WARN(kTransport, "LOOM_NCCL_P2P is off: the MPI gave no MPI_THREAD_MULTIPLE");
       want_channel = 0;
     } else if (!host_mode) {
-      auto c = transport::make_nccl_channel();
+      auto c = transport::make_nccl_channel(me);
       if (c) {
         nccl = std::move(c.value());
       } else {

@@ -87,6 +87,7 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 class NcclChannel final : public Channel {
  public:
+  explicit NcclChannel(int me) : me_(me) {}
   ~NcclChannel() override { shutdown(); }
   const char* name() const override { return "NCCL"; }
   void note_device() override {
@@ -140,13 +141,18 @@ class NcclChannel final : public Channel {
   }
   void shutdown() override {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto* pairs : {&in_, &out_}) {
-      for (auto& [rank, p] : *pairs) {
-        if (p.stream) cudaStreamSynchronize(p.stream);
-        if (p.comm) nccl_api().comm_destroy(p.comm);
-        if (p.stream) cudaStreamDestroy(p.stream);
-      }
-      pairs->clear();
+    // ncclCommDestroy waits for the pair's other end: every process
+    // destroys its pairs in one global order, (sender, receiver), so no two
+    // wait for each other.
+    std::map<std::pair<int, int>, Pair> all;
+    for (auto& [from, p] : in_) all[{from, me_}] = p;
+    for (auto& [to, p] : out_) all[{me_, to}] = p;
+    in_.clear();
+    out_.clear();
+    for (auto& [ends, p] : all) {
+      if (p.stream) cudaStreamSynchronize(p.stream);
+      if (p.comm) nccl_api().comm_destroy(p.comm);
+      if (p.stream) cudaStreamDestroy(p.stream);
     }
     for (auto& [t, ev] : sends_) cudaEventDestroy(ev);
     sends_.clear();
@@ -190,6 +196,7 @@ class NcclChannel final : public Channel {
     return Status::ok();
   }
 
+  const int me_;  // this process's world rank
   std::atomic<int> device_{-1};
   std::mutex mu_;
   std::map<int, Pair> in_, out_;  // by the peer's world rank: from it, to it
@@ -201,11 +208,12 @@ class NcclChannel final : public Channel {
 
 }  // namespace
 
-Result<std::unique_ptr<Channel>> make_nccl_channel() {
+Result<std::unique_ptr<Channel>> make_nccl_channel(int world_rank) {
 #if defined(LOOM_HAVE_NCCL)
   if (!nccl_api().why.empty()) return Status(Err::kUnsupported, nccl_api().why);
-  return std::unique_ptr<Channel>(new NcclChannel());
+  return std::unique_ptr<Channel>(new NcclChannel(world_rank));
 #else
+  (void)world_rank;
   return Status(Err::kUnsupported, "Loom was built without NCCL headers");
 #endif
 }

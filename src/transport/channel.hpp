@@ -60,8 +60,9 @@ class Channel {
   virtual void shutdown() = 0;
 };
 
-// NCCL between GPUs (device memory); kUnsupported where libnccl is missing.
-Result<std::unique_ptr<Channel>> make_nccl_channel();
+// NCCL between GPUs (device memory), for the process of `world_rank`;
+// kUnsupported where libnccl is missing.
+Result<std::unique_ptr<Channel>> make_nccl_channel(int world_rank);
 // The MPI on a duplicate of `world` (host memory; the host test mode).
 std::unique_ptr<Channel> make_mpi_channel(MPI_Comm world);
 
