@@ -147,7 +147,8 @@ void print(const std::vector<Row>& rows, FILE* csv) {
       "\n| collective | bytes/rank | Loom auto us | node engine us | mirrors us | user-level us "
       "| send-recv us | NCCL us | bound us | auto vs user | auto vs send-recv | NCCL / auto "
       "| %% of bound |\n"
-      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+      "|\n");
   for (const Row& r : rows) {
     char sr[32] = "-", vs_sr[32] = "-", nc[32] = "-", vs_nc[32] = "-";
     if (r.nccl > 0) {

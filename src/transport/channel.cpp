@@ -136,6 +136,10 @@ class NcclChannel final : public Channel {
   Status recv(int from, void* dst, size_t bytes) override {
     Pair p;
     LOOM_TRY(find(in_, from, &p));
+    // After what the application queued on the legacy default stream, as
+    // Loom's own stream is (the buffer may still be in its hands there).
+    LOOM_TRY(cuda_status(cudaEventRecord(p.after, cudaStreamLegacy), "event record"));
+    LOOM_TRY(cuda_status(cudaStreamWaitEvent(p.stream, p.after, 0), "stream wait"));
     LOOM_TRY(nccl_status(nccl_api().recv(dst, bytes, ncclUint8, 0, p.comm, p.stream), "ncclRecv"));
     return cuda_status(cudaStreamSynchronize(p.stream), "NCCL receive");
   }
@@ -153,6 +157,7 @@ class NcclChannel final : public Channel {
       if (p.stream) cudaStreamSynchronize(p.stream);
       if (p.comm) nccl_api().comm_destroy(p.comm);
       if (p.stream) cudaStreamDestroy(p.stream);
+      if (p.after) cudaEventDestroy(p.after);
     }
     for (auto& [t, ev] : sends_) cudaEventDestroy(ev);
     sends_.clear();
@@ -162,6 +167,7 @@ class NcclChannel final : public Channel {
   struct Pair {
     ncclComm_t comm = nullptr;
     cudaStream_t stream = nullptr;
+    cudaEvent_t after = nullptr;  // the receiver's: the legacy stream's work so far
   };
   // The sender's thread works on the GPU its messages were lent on.
   void use_device() {
@@ -171,16 +177,19 @@ class NcclChannel final : public Channel {
   Status join(std::map<int, Pair>& pairs, int peer, const Offer& offer, int rank) {
     use_device();
     Pair p;
-    // The receiver's stream follows the application's work on the legacy
-    // default stream, as Loom's own does; the sender's reads only Loom's
-    // segments, whose packs it has waited for.
-    LOOM_TRY(cuda_status(
-        cudaStreamCreateWithFlags(&p.stream, rank == 1 ? cudaStreamDefault : cudaStreamNonBlocking),
-        "stream"));
+    // Non-blocking: an NCCL kernel waits for the other process, and a
+    // blocking stream would make every legacy-stream call of this process
+    // (NCCL's own, while it joins another pair) wait for it too, which can
+    // close a cycle across processes. The receiver orders itself after the
+    // legacy stream explicitly (recv).
+    (void)rank;
+    LOOM_TRY(cuda_status(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking), "stream"));
+    Status s = cuda_status(cudaEventCreateWithFlags(&p.after, cudaEventDisableTiming), "event");
     ncclUniqueId id;
     std::memcpy(&id, offer.bytes, sizeof id);
-    Status s = nccl_status(nccl_api().comm_init_rank(&p.comm, 2, id, rank), "ncclCommInitRank");
+    if (s) s = nccl_status(nccl_api().comm_init_rank(&p.comm, 2, id, rank), "ncclCommInitRank");
     if (!s) {
+      if (p.after) cudaEventDestroy(p.after);
       cudaStreamDestroy(p.stream);
       return s;
     }
