@@ -21,8 +21,7 @@ constexpr uint64_t kMagic = 0x4c4f4f4d2d525a56ull;  // "LOOM-RZV"
 constexpr int kAckTag = 1;
 // A receiver's ready message: send me message `seq` by the channel.
 constexpr int kReadyTag = 0;
-constexpr int32_t kReadyOffer = 1;  // the offer joins the pair first
-constexpr int32_t kReadyDrop = 2;   // not wanted (truncated away): return its segment
+constexpr int32_t kReadyDrop = 1;  // not wanted (truncated away): return its segment
 // Chunks of message `seq` go with their own tag, so a receiver may take the
 // sender's pipelined messages in any order; tags recur after kChunkTags.
 constexpr int kChunkTag0 = 2, kChunkTags = 30000;
@@ -55,7 +54,6 @@ struct Rendezvous::Ready {
   uint64_t bytes = 0;
   int32_t flags = 0;
   int32_t unused = 0;
-  transport::Channel::Offer offer;
 };
 
 std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_copy, size_t chunk,
@@ -144,6 +142,16 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   if (knob_true(knobs().test_off_node))  // one rank per node, as far as Loom can tell
     for (int r = 0; r < size; ++r) rv->node_of_[static_cast<size_t>(r)] = r;
 
+  if (rv->channel_) {  // every pair now, while nothing of the channel runs (channel.hpp)
+    std::vector<int> peers;
+    for (int r = 0; r < size; ++r)
+      if (rv->channel_to(r)) peers.push_back(r);
+    Status c = rv->channel_->connect(MPI_COMM_WORLD, peers);
+    int ok = c ? 1 : 0, all_ok = 0;
+    if (!c) LOOM_WARN(kTransport, "LOOM_NCCL_P2P is off: %s", c.message().c_str());
+    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) rv->channel_.reset();
+  }
   PMPI_Comm_dup(MPI_COMM_WORLD, &rv->ctrl_);
   // Zero-copy acks take tags above the chunks'. MPI promises only 32767; a
   // tag range under 2^20 would recur while acks may still be outstanding.
@@ -288,7 +296,6 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
                         Header* hdr, bool wait, int to) {
   const bool by_channel = channel_to(to);
-  if (by_channel) channel_->note_device();
   progress();
   stats::Scope phase(stats::kLend);
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
@@ -357,17 +364,8 @@ std::vector<Status> Rendezvous::fetch_many(const std::vector<Fetch>& items) {
     Ready r;
     r.seq = h.seq;
     r.bytes = h.bytes;
-    auto fresh = channel_->offer(h.sender, &r.offer);
-    if (!fresh) {
-      ack(h);  // the sender's segment is free either way
-      out[i] = fresh.status();
-      continue;
-    }
-    if (fresh.value()) r.flags = kReadyOffer;
     if (PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_) != MPI_SUCCESS)
       out[i] = Status(Err::kMpi, "sending a ready message");
-    else if (fresh.value())
-      out[i] = channel_->join_receiver(h.sender, r.offer);
   }
   for (size_t i = 0; i < items.size(); ++i) {
     if (!out[i]) continue;
@@ -457,13 +455,6 @@ void Rendezvous::serve_ready(const Ready& r, int from) {
   if (r.flags & kReadyDrop) {
     release_channelled(r.seq);
     return;
-  }
-  if (r.flags & kReadyOffer) {
-    if (Status s = channel_->join_sender(from, r.offer); !s) {
-      LOOM_LOG(kError, kTransport, "joining the channel to rank %d: %s", from, s.message().c_str());
-      release_channelled(r.seq);
-      return;
-    }
   }
   wait_packed(r.seq);
   auto t = channel_->start_send(from, seg.ptr, static_cast<size_t>(r.bytes));

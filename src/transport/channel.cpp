@@ -1,11 +1,11 @@
 #include "transport/channel.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "transport/nccl_lib.hpp"
@@ -24,9 +24,7 @@ class MpiChannel final : public Channel {
   explicit MpiChannel(MPI_Comm world) { PMPI_Comm_dup(world, &comm_); }
   ~MpiChannel() override { shutdown(); }
   const char* name() const override { return "the MPI (host test mode)"; }
-  Result<bool> offer(int, Offer*) override { return false; }
-  Status join_receiver(int, const Offer&) override { return Status::ok(); }
-  Status join_sender(int, const Offer&) override { return Status::ok(); }
+  Status connect(MPI_Comm, const std::vector<int>&) override { return Status::ok(); }
 
   Result<uint64_t> start_send(int to, const void* src, size_t bytes) override {
     std::vector<MPI_Request> reqs;
@@ -77,8 +75,6 @@ class MpiChannel final : public Channel {
 
 // ---- NCCL ----
 
-static_assert(sizeof(ncclUniqueId) <= sizeof(Channel::Offer::bytes));
-
 Status cuda_status(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return Status::ok();
   cudaGetLastError();
@@ -90,28 +86,50 @@ class NcclChannel final : public Channel {
   explicit NcclChannel(int me) : me_(me) {}
   ~NcclChannel() override { shutdown(); }
   const char* name() const override { return "NCCL"; }
-  void note_device() override {
-    int d = -1;
-    if (cudaGetDevice(&d) == cudaSuccess) device_.store(d, std::memory_order_relaxed);
-  }
 
-  Result<bool> offer(int from, Offer* offer) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (in_.count(from)) return false;
-    }
-    ncclUniqueId id;
-    LOOM_TRY(nccl_status(nccl_api().get_unique_id(&id), "ncclGetUniqueId"));
-    std::memcpy(offer->bytes, &id, sizeof id);
-    return true;
+  Status connect(MPI_Comm world, const std::vector<int>& peers) override {
+    int n = 0;
+    PMPI_Comm_size(world, &n);
+    Status s = cuda_status(cudaGetDevice(&device_), "cudaGetDevice");
+    // The receiver of each ordered pair makes its id: mine[p] is for the
+    // pair p -> me, theirs[p] (from p) for me -> p.
+    std::vector<ncclUniqueId> mine(static_cast<size_t>(n)), theirs(static_cast<size_t>(n));
+    std::memset(static_cast<void*>(mine.data()), 0, mine.size() * sizeof(ncclUniqueId));
+    for (int p : peers)
+      if (s)
+        s = nccl_status(nccl_api().get_unique_id(&mine[static_cast<size_t>(p)]), "ncclGetUniqueId");
+    // Every process takes part, whatever failed: the others wait for it.
+    PMPI_Alltoall(mine.data(), sizeof(ncclUniqueId), MPI_BYTE, theirs.data(), sizeof(ncclUniqueId),
+                  MPI_BYTE, world);
+    if (!s) return s;
+    // Every pair of this process in one group: NCCL joins them together, so
+    // no order of joins makes two processes wait for each other.
+    std::lock_guard<std::mutex> lk(mu_);
+    LOOM_TRY(nccl_status(nccl_api().group_start(), "ncclGroupStart"));
+    for (int p : peers)
+      for (int receiver = 0; receiver < 2 && s; ++receiver) {
+        Pair pr;
+        // Non-blocking: an NCCL kernel waits for another process, and a
+        // blocking stream would make this process's legacy-stream calls
+        // wait for it too. The receiver orders itself after the legacy
+        // stream explicitly (recv).
+        s = cuda_status(cudaStreamCreateWithFlags(&pr.stream, cudaStreamNonBlocking), "stream");
+        if (s)
+          s = cuda_status(cudaEventCreateWithFlags(&pr.after, cudaEventDisableTiming), "event");
+        const ncclUniqueId& id =
+            receiver ? mine[static_cast<size_t>(p)] : theirs[static_cast<size_t>(p)];
+        // The sender is rank 0 of the pair's communicator, the receiver rank 1.
+        if (s)
+          s = nccl_status(nccl_api().comm_init_rank(&pr.comm, 2, id, receiver), "ncclCommInitRank");
+        (receiver ? in_ : out_)[p] = pr;
+      }
+    Status end = nccl_status(nccl_api().group_end(), "ncclGroupEnd");
+    if (!s || !end) failed_ = true;  // the pairs' state is unknown: never used, never destroyed
+    return s ? end : s;
   }
-  // The receiver is rank 1 of the pair's communicator, the sender rank 0.
-  // Neither holds mu_ while NCCL joins them: each end's other pairs go on.
-  Status join_receiver(int from, const Offer& offer) override { return join(in_, from, offer, 1); }
-  Status join_sender(int to, const Offer& offer) override { return join(out_, to, offer, 0); }
 
   Result<uint64_t> start_send(int to, const void* src, size_t bytes) override {
-    use_device();
+    if (device_ >= 0) cudaSetDevice(device_);  // the sender's thread
     Pair p;
     LOOM_TRY(find(out_, to, &p));
     LOOM_TRY(nccl_status(nccl_api().send(src, bytes, ncclUint8, 1, p.comm, p.stream), "ncclSend"));
@@ -145,7 +163,7 @@ class NcclChannel final : public Channel {
   }
   void shutdown() override {
     std::lock_guard<std::mutex> lk(mu_);
-    // ncclCommDestroy waits for the pair's other end: every process
+    // ncclCommDestroy may wait for the pair's other end: every process
     // destroys its pairs in one global order, (sender, receiver), so no two
     // wait for each other.
     std::map<std::pair<int, int>, Pair> all;
@@ -153,6 +171,7 @@ class NcclChannel final : public Channel {
     for (auto& [to, p] : out_) all[{me_, to}] = p;
     in_.clear();
     out_.clear();
+    if (failed_) return;
     for (auto& [ends, p] : all) {
       if (p.stream) cudaStreamSynchronize(p.stream);
       if (p.comm) nccl_api().comm_destroy(p.comm);
@@ -169,44 +188,18 @@ class NcclChannel final : public Channel {
     cudaStream_t stream = nullptr;
     cudaEvent_t after = nullptr;  // the receiver's: the legacy stream's work so far
   };
-  // The sender's thread works on the GPU its messages were lent on.
-  void use_device() {
-    const int d = device_.load(std::memory_order_relaxed);
-    if (d >= 0) cudaSetDevice(d);
-  }
-  Status join(std::map<int, Pair>& pairs, int peer, const Offer& offer, int rank) {
-    use_device();
-    Pair p;
-    // Non-blocking: an NCCL kernel waits for the other process, and a
-    // blocking stream would make every legacy-stream call of this process
-    // (NCCL's own, while it joins another pair) wait for it too, which can
-    // close a cycle across processes. The receiver orders itself after the
-    // legacy stream explicitly (recv).
-    (void)rank;
-    LOOM_TRY(cuda_status(cudaStreamCreateWithFlags(&p.stream, cudaStreamNonBlocking), "stream"));
-    Status s = cuda_status(cudaEventCreateWithFlags(&p.after, cudaEventDisableTiming), "event");
-    ncclUniqueId id;
-    std::memcpy(&id, offer.bytes, sizeof id);
-    if (s) s = nccl_status(nccl_api().comm_init_rank(&p.comm, 2, id, rank), "ncclCommInitRank");
-    if (!s) {
-      if (p.after) cudaEventDestroy(p.after);
-      cudaStreamDestroy(p.stream);
-      return s;
-    }
-    std::lock_guard<std::mutex> lk(mu_);
-    pairs[peer] = p;
-    return Status::ok();
-  }
   Status find(std::map<int, Pair>& pairs, int peer, Pair* out) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = pairs.find(peer);
-    if (it == pairs.end()) return Status(Err::kInvalidArg, "no NCCL pair with that rank");
+    if (failed_ || it == pairs.end() || !it->second.comm)
+      return Status(Err::kInvalidArg, "no NCCL pair with that rank");
     *out = it->second;
     return Status::ok();
   }
 
-  const int me_;  // this process's world rank
-  std::atomic<int> device_{-1};
+  const int me_;     // this process's world rank
+  int device_ = -1;  // the GPU the pairs live on
+  bool failed_ = false;
   std::mutex mu_;
   std::map<int, Pair> in_, out_;  // by the peer's world rank: from it, to it
   std::map<uint64_t, cudaEvent_t> sends_;

@@ -12,8 +12,7 @@
 //
 //   NCCL: one 2-rank NCCL communicator per ordered pair, so a transfer never
 //         waits behind one in the other direction (each pair has its own
-//         stream); made when the receiver first asks, from an id it sends
-//         with that ready.
+//         stream); all made at MPI_Init, on the GPU current then.
 //   MPI:  the host test mode: the bytes are host memory and go by the MPI on
 //         a communicator of their own.
 #pragma once
@@ -23,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "util/status.hpp"
 
@@ -30,24 +30,14 @@ namespace loom::transport {
 
 class Channel {
  public:
-  // What a sender needs to join a pair (an NCCL unique id), sent with the
-  // receiver's first ready.
-  struct Offer {
-    unsigned char bytes[128] = {};
-  };
   virtual ~Channel() = default;
   virtual const char* name() const = 0;
-  // The calling thread's GPU is the one the channel moves from and to (the
-  // sender's thread then works on it too). Called where messages are lent.
-  virtual void note_device() {}
-
-  // Receiver: true when the pair from world rank `from` must be joined
-  // first; *offer then goes with the ready.
-  virtual Result<bool> offer(int from, Offer* offer) = 0;
-  // Receiver, once that ready is sent: joins the pair (until the sender has).
-  virtual Status join_receiver(int from, const Offer& offer) = 0;
-  // Sender, on a ready with an offer.
-  virtual Status join_sender(int to, const Offer& offer) = 0;
+  // Collective over `world`: connects this process with each world rank of
+  // `peers` both ways, on the GPU current now. Every process must pass the
+  // peers that name it. Nothing of the channel may run meanwhile: making
+  // NCCL communicators while NCCL kernels wait for other processes can
+  // deadlock (NCCL's set-up synchronises with the device).
+  virtual Status connect(MPI_Comm world, const std::vector<int>& peers) = 0;
   // Sender: starts moving `bytes` at src to world rank `to`; the ticket is
   // for done().
   virtual Result<uint64_t> start_send(int to, const void* src, size_t bytes) = 0;
