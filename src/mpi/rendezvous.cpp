@@ -366,11 +366,15 @@ std::vector<Status> Rendezvous::fetch_many(const std::vector<Fetch>& items) {
     r.bytes = h.bytes;
     if (PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_) != MPI_SUCCESS)
       out[i] = Status(Err::kMpi, "sending a ready message");
+    LOOM_DEBUG(kTransport, "channel: asked rank %d for message %llu (%llu bytes)", h.sender,
+               static_cast<unsigned long long>(h.seq), static_cast<unsigned long long>(h.bytes));
   }
   for (size_t i = 0; i < items.size(); ++i) {
     if (!out[i]) continue;
     out[i] =
         channel_->recv(items[i].h->sender, items[i].dst, static_cast<size_t>(items[i].h->bytes));
+    LOOM_DEBUG(kTransport, "channel: received message %llu from rank %d",
+               static_cast<unsigned long long>(items[i].h->seq), items[i].h->sender);
     if (out[i]) pulled_.fetch_add(1, std::memory_order_relaxed);
   }
   return out;
@@ -458,6 +462,8 @@ void Rendezvous::serve_ready(const Ready& r, int from) {
   }
   wait_packed(r.seq);
   auto t = channel_->start_send(from, seg.ptr, static_cast<size_t>(r.bytes));
+  LOOM_DEBUG(kTransport, "channel: sending message %llu to rank %d",
+             static_cast<unsigned long long>(r.seq), from);
   if (!t) {
     LOOM_LOG(kError, kTransport, "channel send to rank %d: %s", from, t.status().message().c_str());
     release_channelled(r.seq);
