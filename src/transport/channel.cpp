@@ -124,8 +124,11 @@ class NcclChannel final : public Channel {
         (receiver ? in_ : out_)[p] = pr;
       }
     Status end = nccl_status(nccl_api().group_end(), "ncclGroupEnd");
-    if (!s || !end) failed_ = true;  // the pairs' state is unknown: never used, never destroyed
-    return s ? end : s;
+    if (!s || !end) {
+      failed_ = true;  // the pairs' state is unknown: never used, never destroyed
+      return s ? end : s;
+    }
+    return warm_up(peers);
   }
 
   Result<uint64_t> start_send(int to, const void* src, size_t bytes) override {
@@ -188,6 +191,33 @@ class NcclChannel final : public Channel {
     cudaStream_t stream = nullptr;
     cudaEvent_t after = nullptr;  // the receiver's: the legacy stream's work so far
   };
+  // NCCL connects a pair on its first transfer, and the host call of that
+  // first send waits until the peer posts its first receive: with the
+  // sender's thread stuck there, four ranks of a halo hung (each waiting
+  // for another's thread). One byte each way on every pair, all in one
+  // group, connects them all now. Under mu_.
+  Status warm_up(const std::vector<int>& peers) {
+    if (peers.empty()) return Status::ok();
+    void* bytes = nullptr;
+    LOOM_TRY(cuda_status(cudaMalloc(&bytes, 2 * peers.size()), "cudaMalloc"));
+    Status s = nccl_status(nccl_api().group_start(), "ncclGroupStart");
+    for (size_t i = 0; i < peers.size() && s; ++i) {
+      char* b = static_cast<char*>(bytes) + 2 * i;
+      const Pair& out = out_[peers[i]];
+      const Pair& in = in_[peers[i]];
+      s = nccl_status(nccl_api().send(b, 1, ncclUint8, 1, out.comm, out.stream), "ncclSend");
+      if (s)
+        s = nccl_status(nccl_api().recv(b + 1, 1, ncclUint8, 0, in.comm, in.stream), "ncclRecv");
+    }
+    Status end = nccl_status(nccl_api().group_end(), "ncclGroupEnd");
+    for (int p : peers) {
+      cudaStreamSynchronize(out_[p].stream);
+      cudaStreamSynchronize(in_[p].stream);
+    }
+    cudaFree(bytes);
+    if (!s || !end) failed_ = true;
+    return s ? end : s;
+  }
   Status find(std::map<int, Pair>& pairs, int peer, Pair* out) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = pairs.find(peer);
