@@ -12,6 +12,8 @@
 
 #if defined(LOOM_HAVE_NCCL)
 #include <cuda_runtime_api.h>
+
+#include "pack/cuda/check.hpp"
 #endif
 
 namespace loom::transport {
@@ -76,9 +78,7 @@ class MpiChannel final : public Channel {
 // ---- NCCL ----
 
 Status cuda_status(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::ok();
-  cudaGetLastError();
-  return Status(Err::kCuda, std::string(what) + ": " + cudaGetErrorString(e));
+  return e == cudaSuccess ? Status::ok() : pack::gpu::cuda_status(e, what, __FILE__, __LINE__);
 }
 
 class NcclChannel final : public Channel {

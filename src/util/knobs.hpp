@@ -37,7 +37,7 @@ namespace loom {
     "the MPI moves device memory itself: auto (MPIX_Query_cuda_support, or UCX with CUDA "  \
     "under Open MPI's pml ucx)|1 (trust it)|0; then contiguous device messages to other "   \
     "nodes go straight to it")                                                              \
-  X(nccl_p2p, "LOOM_NCCL_P2P", "0",                                                        \
+  X(nccl_p2p, "LOOM_NCCL_P2P", "0",                                                         \
     "1: the device method reaches GPUs on other nodes through NCCL (MPI_Init then asks "    \
     "for MPI_THREAD_MULTIPLE); force: every other process, this node's too (each on a GPU " \
     "of its own; tests); all ranks alike")                                                  \
