@@ -213,8 +213,8 @@ class Arena {
 };
 
 struct Recv {
-  int src, tag;  // the spec (MPI_ANY_SOURCE / MPI_ANY_TAG)
-  int rtype, cap;
+  int src = 0, tag = 0;  // the spec (MPI_ANY_SOURCE / MPI_ANY_TAG)
+  int rtype = 0, cap = 0;
   std::vector<int> buf;
   int* ptr = nullptr;  // what the MPI got: buf, or its device copy
   MPI_Request req = MPI_REQUEST_NULL;
