@@ -44,7 +44,7 @@ int poll_until(Test test) {
   }
 }
 bool polling(RequestTable* t) {
-  return t && runtime()->polls_blocking();
+  return t && runtime()->zero_copy_on();
 }
 
 // The ops of an array of requests, taken out of the table for one call.

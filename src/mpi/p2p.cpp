@@ -498,10 +498,9 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
   if (source == MPI_PROC_NULL)
     return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
   Runtime* rt = runtime();
-  if (rt && ((rt->zero_copy_on() && !rt->requests.empty()) || (rt->rv && rt->rv->serving()))) {
+  if (rt && rt->zero_copy_on() && !rt->requests.empty()) {
     // Receives posted earlier may match zero-copy sends whose senders wait
-    // for them, or this rank's channel receivers wait for it to serve them:
-    // this one is waited for by polling (completion.cpp).
+    // for them: this one is waited for by polling (completion.cpp).
     MPI_Request r = MPI_REQUEST_NULL;
     int rc = irecv(buf, count, type, source, tag, comm, &r);
     if (rc != MPI_SUCCESS) return rc;

@@ -54,7 +54,7 @@ int probe(const char* fn, int source, int tag, MPI_Comm comm, int* flag, MPI_Mes
 // wait for this rank to read: it becomes its non-blocking form in a loop.
 bool polling() {
   Runtime* rt = runtime();
-  return (rt->zero_copy_on() && !rt->requests.empty()) || (rt->rv && rt->rv->serving());
+  return rt->zero_copy_on() && !rt->requests.empty();
 }
 
 }  // namespace

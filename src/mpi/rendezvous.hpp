@@ -106,8 +106,6 @@ class Rendezvous {
   bool reaches(MPI_Comm comm, int rank) {
     return peer_on_node(comm, rank) >= 0 || channel_to(world_rank(comm, rank));
   }
-  // Messages lent to channel peers wait for their receivers to ask.
-  bool serving() const { return n_channelled_.load(std::memory_order_acquire) != 0; }
   // The channel's name, or null when it is off.
   const char* channel_name() const { return channel_ ? channel_->name() : nullptr; }
 

@@ -95,11 +95,6 @@ class Runtime {
   // rank that blocks finishes the receives that land meanwhile, as their
   // senders wait for them to be read.
   bool zero_copy_on() const { return rv && rv->zero_copy(); }
-  // Blocking receives, waits and probes poll instead of blocking in the MPI:
-  // with zero-copy sends on (above), or while this rank lends messages the
-  // channel's receivers will ask for (its own polls serve them at once,
-  // where the sender's thread may share a core with it).
-  bool polls_blocking() const { return zero_copy_on() || (rv && rv->serving()); }
   bool wants_zero_copy() const { return zcopy_min_ >= 0; }
 
   static constexpr size_t kOneShotMax = size_t{1} << 20;
