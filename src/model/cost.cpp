@@ -112,10 +112,12 @@ Prediction Model::predict(const Shape& s) const {
     p.usec[static_cast<int>(Method::kStaged)] =
         total(s.contiguous ? over_staged_ : over_staged_packed_, {pack, pipe, unpack});
   }
+  // A contiguous message is copied from the peer's segment straight into the
+  // user's buffer: no unpack after the copy.
   p.usec[static_cast<int>(Method::kDevice)] =
       s.on_node && s.device_allowed && n >= header_bytes_
           ? total(s.contiguous ? over_device_ : over_device_packed_,
-                  {pack, mpi_on_.at(header_bytes_), ipc_.at(n), unpack})
+                  {pack, mpi_on_.at(header_bytes_), ipc_.at(n), s.contiguous ? 0.0 : unpack})
           : kInf;
 
   p.best = Method::kStaged;

@@ -18,7 +18,8 @@
 //     header_bytes            size of the device method's header (default 128)
 // The model:
 //   device  = overhead_device + pack_dev + mpi_on_node(header_bytes) + ipc_copy + unpack_dev,
-//             only on node, when allowed, and for messages of >= header_bytes
+//             only on node, when allowed, and for messages of >= header_bytes;
+//             no unpack_dev for contiguous messages (the copy lands in place)
 //   oneshot = overhead_oneshot + pack_host + mpi + unpack_host
 //   staged  = overhead_staged + pack_dev + d2h + mpi + h2d + unpack_dev
 //             in k pipelined chunks of c bytes, the middle three become

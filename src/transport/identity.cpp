@@ -4,9 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <set>
+#include <vector>
 
 #ifdef LOOM_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -71,11 +76,23 @@ bool mps_running() {
 
 GpuSharing gpu_sharing(bool host_mode) {
   GpuSharing s;
+  // The UUIDs of the GPUs this process sees: ranks given one GPU each
+  // (CUDA_VISIBLE_DEVICES per rank) see different ones, and the node's GPUs
+  // are the distinct UUIDs of all its ranks.
+  constexpr int kMaxGpus = 64;
+  std::vector<std::array<char, 16>> mine;
 #ifdef LOOM_HAVE_CUDA
-  if (!host_mode && cudaGetDeviceCount(&s.gpus) != cudaSuccess) {
-    cudaGetLastError();
-    s.gpus = 0;
+  int n = 0;
+  if (!host_mode && cudaGetDeviceCount(&n) == cudaSuccess) {
+    for (int d = 0; d < n && d < kMaxGpus; ++d) {
+      cudaDeviceProp prop{};
+      if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+      std::array<char, 16> u{};
+      std::memcpy(u.data(), prop.uuid.bytes, u.size());
+      mine.push_back(u);
+    }
   }
+  cudaGetLastError();  // clear a "no device" error for later callers
 #else
   (void)host_mode;
 #endif
@@ -86,7 +103,16 @@ GpuSharing gpu_sharing(bool host_mode) {
   PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   PMPI_Comm_size(node, &s.ranks_on_node);
   PMPI_Allreduce(&me, &lowest, 1, MPI_INT, MPI_MIN, node);
+  std::vector<std::array<char, 16>> all(static_cast<size_t>(kMaxGpus) * s.ranks_on_node);
+  std::vector<std::array<char, 16>> padded(kMaxGpus);  // all-zero entries: no GPU
+  std::copy(mine.begin(), mine.end(), padded.begin());
+  PMPI_Allgather(padded.data(), kMaxGpus * 16, MPI_BYTE, all.data(), kMaxGpus * 16, MPI_BYTE, node);
   PMPI_Comm_free(&node);
+  const std::array<char, 16> none{};
+  std::set<std::array<char, 16>> distinct;
+  for (const auto& u : all)
+    if (u != none) distinct.insert(u);
+  s.gpus = static_cast<int>(distinct.size());
   s.first_on_node = me == lowest;
   return s;
 }

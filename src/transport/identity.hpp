@@ -21,14 +21,14 @@ std::string host_name();
 // message then costs about 150 us, whatever the library.
 struct GpuSharing {
   int ranks_on_node = 1;
-  int gpus = 0;               // visible to this process (0: none, or the host test mode)
+  int gpus = 0;               // distinct GPUs the node's ranks see (0: none, or host test mode)
   bool mps = false;           // an MPS control daemon's pipe exists
   bool first_on_node = true;  // this is the node's lowest world rank
   bool shared() const { return gpus > 0 && ranks_on_node > gpus; }
 };
-// Collective over MPI_COMM_WORLD. Counted from the ranks and GPUs of the
-// node, not from the devices the ranks use: MPI_Init usually comes before
-// a program picks its device.
+// Collective over MPI_COMM_WORLD. Counted from the ranks of the node and the
+// distinct GPUs they see (by UUID), not from the devices the ranks use:
+// MPI_Init usually comes before a program picks its device.
 GpuSharing gpu_sharing(bool host_mode);
 // The warning for ranks sharing a GPU without MPS; "" when there is none.
 std::string sharing_warning(const GpuSharing& s);

@@ -213,6 +213,16 @@ TEST(Model, FormulasByHand) {
   expect_rel(us(off, Method::kStaged), 2 + 2 * (1 + 1e-5 * n) + 2 * (5 + 5e-5 * n) + 6 + 2e-4 * n);
 }
 
+// A contiguous device message is copied from the peer straight into place:
+// the device method has no unpack term then.
+TEST(Model, ContiguousDeviceMessageHasNoUnpack) {
+  Model m(synthetic());
+  const double n = 65536;
+  Shape s = shape(n);
+  s.contiguous = true;
+  expect_rel(us(m.predict(s), Method::kDevice), 3 + (1 + 1e-5 * n) + (3 + 1e-4 * 128) + 30 + 2e-5 * n);
+}
+
 // A negative overhead (terms timed alone overlap on the real path) lowers
 // the sum, but a method never takes less than its slowest term.
 TEST(Model, NegativeOverheadStopsAtTheSlowestTerm) {
