@@ -148,8 +148,8 @@ void measure_local(const Ctx& c, model::Profile& p);
 void measure_host_mpi(const Ctx& c, model::Profile& p);
 // Both ranks, on one node: ipc_copy.
 void measure_ipc(const Ctx& c, model::Profile& p);
-// Both ranks, on one node: overhead_device, overhead_oneshot,
-// overhead_staged from Loom's own ping-pong less the model's terms.
+// Both ranks, on one node: overhead_* and scale_* of each method from
+// Loom's own ping-pong against the model's summed terms.
 void measure_loom_overheads(const Ctx& c, model::Profile& p);
 
 }  // namespace loom::tools::measure

@@ -225,8 +225,12 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
                    "LOOM_TEST_HOST_AS_DEVICE=1 tests without one)\n");
     return;
   }
-  const std::vector<double>& sizes = c.grid.loom_sizes;
-  const size_t most = 2 * static_cast<size_t>(sizes.back());  // room for the packed case
+  // The small sizes fit each method's fixed cost; one large size fits how
+  // much of its summed terms the real path takes (its scale).
+  std::vector<double> sizes = c.grid.loom_sizes;
+  const double large = 16 * sizes.back();
+  sizes.push_back(large);
+  const size_t most = 2 * static_cast<size_t>(large);  // room for the packed case
   void* buf = nullptr;
   if (c.host_mode) {
     buf = std::calloc(most, 1);
@@ -248,12 +252,17 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
     model::Method method;
     const char* scalar;
     const char* packed_scalar;
+    const char* scale;
+    const char* packed_scale;
   } methods[] = {{"device", model::Method::kDevice, model::term::kOverheadDevice,
-                  model::term::kOverheadDevicePacked},
+                  model::term::kOverheadDevicePacked, model::term::kScaleDevice,
+                  model::term::kScaleDevicePacked},
                  {"oneshot", model::Method::kOneShot, model::term::kOverheadOneshot,
-                  model::term::kOverheadOneshotPacked},
+                  model::term::kOverheadOneshotPacked, model::term::kScaleOneshot,
+                  model::term::kScaleOneshotPacked},
                  {"staged", model::Method::kStaged, model::term::kOverheadStaged,
-                  model::term::kOverheadStagedPacked}};
+                  model::term::kOverheadStagedPacked, model::term::kScaleStaged,
+                  model::term::kScaleStagedPacked}};
   // A contiguous buffer, and a 2D layout of 8-byte blocks (every other one):
   // Loom's fixed cost differs between messages it copies and ones it packs.
   const int peer = c.peer;
@@ -273,6 +282,7 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
     for (int packed = 0; packed < 2; ++packed) {
       const double t0 = now_us();
       const char* scalar = packed ? m.packed_scalar : m.scalar;
+      const char* scale = packed ? m.packed_scale : m.scale;
       std::vector<double> measured;
       for (double bytes : sizes) {
         const int n = static_cast<int>(bytes);
@@ -292,34 +302,34 @@ void measure_loom_overheads(const Ctx& c, model::Profile& p) {
         measured.push_back(st.usec);
       }
       if (c.rank != 0) continue;
-      // What the model says without the method's fixed cost; the rest is it.
+      // What the model says without the method's fixed cost and scale: the
+      // summed terms, which measured = overhead + scale * terms fits.
       model::Profile zero = p;
-      zero.scalars[m.scalar] = 0;
-      zero.scalars[m.packed_scalar] = 0;
+      for (const char* name : {m.scalar, m.packed_scalar}) zero.scalars[name] = 0;
+      for (const char* name : {m.scale, m.packed_scale}) zero.scalars[name] = 1;
       const model::Model model(zero);
-      std::vector<double> rest;
+      std::vector<double> terms;
       std::string shown;
       for (size_t i = 0; i < sizes.size(); ++i) {
         const model::Shape shape{sizes[i], packed ? 8.0 : sizes[i], !packed, true, true};
-        const double terms = model.predict(shape).usec[static_cast<int>(m.method)];
-        rest.push_back(measured[i] - terms);
+        terms.push_back(model.predict(shape).usec[static_cast<int>(m.method)]);
         char b[96];
         std::snprintf(b, sizeof b, "%s%s %.1f/%.1f", i ? ", " : "", size_str(sizes[i]).c_str(),
-                      measured[i], terms);
+                      measured[i], terms.back());
         shown += b;
       }
-      std::sort(rest.begin(), rest.end());
-      const double over = rest[rest.size() / 2];
-      if (!std::isfinite(over)) {
+      double over = 0, k = 1;
+      if (!model::fit_overhead_scale(measured, terms, &over, &k)) {
         std::fprintf(stderr, "loom-measure: %-16s skipped: the model lacks terms for %s\n", scalar,
                      m.loom_name);
         continue;
       }
-      // May be negative: each term was timed alone with its own launch and
-      // synchronisation, which the real path partly overlaps.
+      // The overhead may be negative: each term was timed alone with its own
+      // launch and synchronisation, which the real path partly overlaps.
       p.scalars[scalar] = over;
-      char b[64];
-      std::snprintf(b, sizeof b, " = %.2f us", over);
+      p.scalars[scale] = k;
+      char b[96];
+      std::snprintf(b, sizeof b, " = %.2f us + %.2f x terms", over, k);
       progress(c, scalar, "Loom ping-pong/model us: " + shown + b, t0);
     }
   }

@@ -80,6 +80,13 @@ Model::Model(Profile p) : profile_(std::move(p)) {
   over_oneshot_packed_ = scalar_or(profile_, term::kOverheadOneshotPacked, over_oneshot_);
   over_staged_packed_ = scalar_or(profile_, term::kOverheadStagedPacked, over_staged_);
   header_bytes_ = scalar_or(profile_, term::kHeaderBytes, kDefaultHeaderBytes);
+  const char* scales[kNumMethods][2] = {{term::kScaleOneshot, term::kScaleOneshotPacked},
+                                        {term::kScaleStaged, term::kScaleStagedPacked},
+                                        {term::kScaleDevice, term::kScaleDevicePacked}};
+  for (int m = 0; m < kNumMethods; ++m) {
+    scale_[m][0] = scalar_or(profile_, scales[m][0], 1.0);
+    scale_[m][1] = scalar_or(profile_, scales[m][1], scale_[m][0]);
+  }
 }
 
 Prediction Model::predict(const Shape& s) const {
@@ -89,34 +96,38 @@ Prediction Model::predict(const Shape& s) const {
   const Curve& mpi = s.on_node || mpi_off_.empty() ? mpi_on_ : mpi_off_;
   double mpi_n = mpi.at(n);  // +inf when missing, like every term below
 
-  // The fixed overhead plus the terms, but never less than the slowest term.
-  auto total = [](double over, std::initializer_list<double> terms) {
-    double sum = over, slowest = 0;
+  // The fixed overhead plus the scaled terms, but never less than the
+  // slowest term (scaled).
+  const int packed = s.contiguous ? 0 : 1;
+  auto total = [&](Method m, double over, std::initializer_list<double> terms) {
+    const double k = scale_[static_cast<int>(m)][packed];
+    double sum = 0, slowest = 0;
     for (double t : terms) {
       sum += t;
       slowest = std::max(slowest, t);
     }
-    return std::max(sum, slowest);
+    return std::max(over + k * sum, k * slowest);
   };
   p.usec[static_cast<int>(Method::kOneShot)] =
-      total(s.contiguous ? over_oneshot_ : over_oneshot_packed_,
+      total(Method::kOneShot, s.contiguous ? over_oneshot_ : over_oneshot_packed_,
             {pack_host_.at(blk, n), mpi_n, unpack_host_.at(blk, n)});
   double pack = pack_dev_.at(blk, n), unpack = unpack_dev_.at(blk, n);
   p.usec[static_cast<int>(Method::kStaged)] =
-      total(s.contiguous ? over_staged_ : over_staged_packed_,
+      total(Method::kStaged, s.contiguous ? over_staged_ : over_staged_packed_,
             {pack, d2h_.at(n), mpi_n, h2d_.at(n), unpack});
   if (s.chunk_bytes > 0 && n > s.chunk_bytes) {  // the copies and sends of chunks overlap
     const double c = s.chunk_bytes, k = std::ceil(n / c);
     const double d = d2h_.at(c), t = mpi.at(c), h = h2d_.at(c);
     const double pipe = d + t + h + (k - 1) * std::max({d, t, h});
     p.usec[static_cast<int>(Method::kStaged)] =
-        total(s.contiguous ? over_staged_ : over_staged_packed_, {pack, pipe, unpack});
+        total(Method::kStaged, s.contiguous ? over_staged_ : over_staged_packed_,
+              {pack, pipe, unpack});
   }
   // A contiguous message is copied from the peer's segment straight into the
   // user's buffer: no unpack after the copy.
   p.usec[static_cast<int>(Method::kDevice)] =
       s.on_node && s.device_allowed && n >= header_bytes_
-          ? total(s.contiguous ? over_device_ : over_device_packed_,
+          ? total(Method::kDevice, s.contiguous ? over_device_ : over_device_packed_,
                   {pack, mpi_on_.at(header_bytes_), ipc_.at(n), s.contiguous ? 0.0 : unpack})
           : kInf;
 

@@ -20,6 +20,8 @@
 //   device  = overhead_device + pack_dev + mpi_on_node(header_bytes) + ipc_copy + unpack_dev,
 //             only on node, when allowed, and for messages of >= header_bytes;
 //             no unpack_dev for contiguous messages (the copy lands in place)
+// Each method's terms are summed, times its scale_* (1 when absent), plus its
+// overhead: overhead + scale * (sum of terms).
 //   oneshot = overhead_oneshot + pack_host + mpi + unpack_host
 //   staged  = overhead_staged + pack_dev + d2h + mpi + h2d + unpack_dev
 //             in k pipelined chunks of c bytes, the middle three become
@@ -65,6 +67,15 @@ inline constexpr const char* kOverheadStaged = "overhead_staged";
 inline constexpr const char* kOverheadDevicePacked = "overhead_device_packed";
 inline constexpr const char* kOverheadOneshotPacked = "overhead_oneshot_packed";
 inline constexpr const char* kOverheadStagedPacked = "overhead_staged_packed";
+// How much of the summed terms the real path takes, per method (optional,
+// 1 without): the kernels timed alone cost more than inside the path at large
+// sizes (a Loom ping-pong at a large size fits them).
+inline constexpr const char* kScaleDevice = "scale_device";
+inline constexpr const char* kScaleOneshot = "scale_oneshot";
+inline constexpr const char* kScaleStaged = "scale_staged";
+inline constexpr const char* kScaleDevicePacked = "scale_device_packed";
+inline constexpr const char* kScaleOneshotPacked = "scale_oneshot_packed";
+inline constexpr const char* kScaleStagedPacked = "scale_staged_packed";
 inline constexpr const char* kHeaderBytes = "header_bytes";
 // Informational (loom-measure records them; the model does not read them):
 // ranks of the node per GPU while measuring, and whether MPS was running.
@@ -113,6 +124,7 @@ class Model {
   Curve d2h_, h2d_, mpi_on_, mpi_off_, ipc_;
   double over_device_, over_oneshot_, over_staged_;                       // +infinity when missing
   double over_device_packed_, over_oneshot_packed_, over_staged_packed_;  // else the above
+  double scale_[kNumMethods][2];  // [method][packed], 1 when absent
   double header_bytes_ = kDefaultHeaderBytes;
 };
 

@@ -56,6 +56,13 @@ int main(int argc, char** argv) {
     expect(it != p.scalars.end() && std::isfinite(it->second),
            std::string(s) + " is a finite time (negative: overlap of the terms' fixed costs)");
   }
+  for (const char* s : {model::term::kScaleDevicePacked, model::term::kScaleOneshotPacked,
+                        model::term::kScaleStagedPacked, model::term::kScaleDevice,
+                        model::term::kScaleOneshot, model::term::kScaleStaged}) {
+    auto it = p.scalars.find(s);
+    expect(it != p.scalars.end() && it->second >= 0.25 && it->second <= 2,
+           std::string(s) + " is a scale in [0.25, 2]");
+  }
   // Every method has a finite prediction once all terms are there.
   const model::Prediction pr = m.predict({1 << 20, 8, false, true, true});
   for (double us : pr.usec) expect(std::isfinite(us) && us > 0, "prediction " + pr.explain());

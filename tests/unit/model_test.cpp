@@ -223,6 +223,23 @@ TEST(Model, ContiguousDeviceMessageHasNoUnpack) {
   expect_rel(us(m.predict(s), Method::kDevice), 3 + (1 + 1e-5 * n) + (3 + 1e-4 * 128) + 30 + 2e-5 * n);
 }
 
+// A method's scale multiplies its summed terms (not its overhead); the
+// packed scale falls back to the contiguous one.
+TEST(Model, ScaleMultipliesTheTerms) {
+  Profile p = synthetic();
+  const double n = 65536;
+  Shape packed = shape(n);
+  const double terms = us(Model(p).predict(packed), Method::kDevice) - 3;
+  p.scalars[term::kScaleDevice] = 0.5;
+  expect_rel(us(Model(p).predict(packed), Method::kDevice), 3 + 0.5 * terms);
+  p.scalars[term::kScaleDevicePacked] = 0.8;
+  expect_rel(us(Model(p).predict(packed), Method::kDevice), 3 + 0.8 * terms);
+  Shape contiguous = shape(n);
+  contiguous.contiguous = true;
+  const double cterms = us(Model(synthetic()).predict(contiguous), Method::kDevice) - 3;
+  expect_rel(us(Model(p).predict(contiguous), Method::kDevice), 3 + 0.5 * cterms);
+}
+
 // A negative overhead (terms timed alone overlap on the real path) lowers
 // the sum, but a method never takes less than its slowest term.
 TEST(Model, NegativeOverheadStopsAtTheSlowestTerm) {
@@ -739,3 +756,20 @@ TEST(Choice, ConcurrentGetsAgree) {
 
 }  // namespace
 }  // namespace loom::model
+
+// measured = over + scale * terms: the fit recovers both from small sizes
+// and one large size, and clamps a wild scale.
+TEST(Model, FitOverheadScaleRecoversBoth) {
+  const std::vector<double> terms = {20, 22, 25, 30, 200};
+  std::vector<double> measured;
+  for (double t : terms) measured.push_back(-4 + 0.7 * t);
+  double over = 0, k = 0;
+  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, &over, &k));
+  EXPECT_NEAR(k, 0.7, 0.02);
+  EXPECT_NEAR(over, -4, 0.5);
+  measured.back() = 1e6;  // a large size far off: the scale stops at 2
+  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, &over, &k));
+  EXPECT_EQ(k, 2.0);
+  EXPECT_FALSE(loom::model::fit_overhead_scale({1, 2}, {1, std::numeric_limits<double>::infinity()}, &over, &k));
+  EXPECT_FALSE(loom::model::fit_overhead_scale({1}, {1}, &over, &k));
+}
