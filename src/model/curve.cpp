@@ -88,19 +88,20 @@ bool operator==(const LogGOP& a, const LogGOP& b) {
 }
 
 bool fit_overhead_scale(const std::vector<double>& measured, const std::vector<double>& terms,
-                        double* over, double* scale) {
-  // The last point is the large size; the others are small.
-  const size_t n = measured.size();
-  if (n < 2 || terms.size() != n) return false;
+                        bool fit_scale, double* over, double* scale) {
+  // With fit_scale the last point is the large size; the others are small.
+  const size_t n = measured.size(), small = fit_scale ? n - 1 : n;
+  if (n < (fit_scale ? 2u : 1u) || terms.size() != n) return false;
   for (double t : terms)
     if (!std::isfinite(t)) return false;
   double k = 1, o = 0;
-  for (int round = 0; round < 3; ++round) {  // o from the small sizes, k from the large one
+  for (int round = 0; round < (fit_scale ? 3 : 1); ++round) {
     std::vector<double> rest;
-    for (size_t i = 0; i + 1 < n; ++i) rest.push_back(measured[i] - k * terms[i]);
+    for (size_t i = 0; i < small; ++i) rest.push_back(measured[i] - k * terms[i]);
     std::sort(rest.begin(), rest.end());
     o = rest[rest.size() / 2];
-    if (terms[n - 1] > 0) k = std::clamp((measured[n - 1] - o) / terms[n - 1], 0.25, 2.0);
+    if (fit_scale && terms[n - 1] > 0)
+      k = std::clamp((measured[n - 1] - o) / terms[n - 1], 0.25, 2.0);
   }
   *over = o;
   *scale = k;

@@ -40,12 +40,13 @@ struct LinearFit {
 LinearFit fit_linear(const Curve& c, double min_bytes = 0);
 
 // A method's fixed cost and scale: measured ~ over + scale * terms, where
-// `terms` is the model's sum for each point. over is the median over all
-// points but the last (small sizes), scale fits the last (a large size),
-// clamped to [0.25, 2]; refined together in three rounds. False when a term
-// is not finite or there are fewer than 2 points.
+// `terms` is the model's sum for each point. With fit_scale, over is the
+// median over all points but the last (small sizes) and scale fits the last
+// (a large size), clamped to [0.25, 2], refined together in three rounds;
+// without, scale is 1 and over the median over all points. False when a
+// term is not finite or there are too few points (2 with fit_scale, else 1).
 bool fit_overhead_scale(const std::vector<double>& measured, const std::vector<double>& terms,
-                        double* over, double* scale);
+                        bool fit_scale, double* over, double* scale);
 
 // LogGOP parameters (latency L, per-message CPU overhead o, gap between
 // messages g, per-byte gap G, per-byte overhead O). Units us and us/byte.

@@ -56,9 +56,7 @@ int main(int argc, char** argv) {
     expect(it != p.scalars.end() && std::isfinite(it->second),
            std::string(s) + " is a finite time (negative: overlap of the terms' fixed costs)");
   }
-  for (const char* s : {model::term::kScaleDevicePacked, model::term::kScaleOneshotPacked,
-                        model::term::kScaleStagedPacked, model::term::kScaleDevice,
-                        model::term::kScaleOneshot, model::term::kScaleStaged}) {
+  for (const char* s : {model::term::kScaleDevicePacked, model::term::kScaleDevice}) {
     auto it = p.scalars.find(s);
     expect(it != p.scalars.end() && it->second >= 0.25 && it->second <= 2,
            std::string(s) + " is a scale in [0.25, 2]");

@@ -764,12 +764,17 @@ TEST(Model, FitOverheadScaleRecoversBoth) {
   std::vector<double> measured;
   for (double t : terms) measured.push_back(-4 + 0.7 * t);
   double over = 0, k = 0;
-  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, &over, &k));
+  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, true, &over, &k));
   EXPECT_NEAR(k, 0.7, 0.02);
   EXPECT_NEAR(over, -4, 0.5);
   measured.back() = 1e6;  // a large size far off: the scale stops at 2
-  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, &over, &k));
+  ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, true, &over, &k));
   EXPECT_EQ(k, 2.0);
-  EXPECT_FALSE(loom::model::fit_overhead_scale({1, 2}, {1, std::numeric_limits<double>::infinity()}, &over, &k));
-  EXPECT_FALSE(loom::model::fit_overhead_scale({1}, {1}, &over, &k));
+  EXPECT_FALSE(loom::model::fit_overhead_scale(
+      {1, 2}, {1, std::numeric_limits<double>::infinity()}, true, &over, &k));
+  EXPECT_FALSE(loom::model::fit_overhead_scale({1}, {1}, true, &over, &k));
+  // Without a scale: 1, and the overhead is the median over every point.
+  ASSERT_TRUE(loom::model::fit_overhead_scale({11, 13, 40}, {10, 10, 10}, false, &over, &k));
+  EXPECT_EQ(k, 1.0);
+  EXPECT_EQ(over, 3.0);
 }
