@@ -50,7 +50,8 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int 
   if (type == MPI_DATATYPE_NULL) return raise(comm, MPI_ERR_TYPE, "MPI_DATATYPE_NULL");
   // Finished background sends return their staging now, not only at the
   // next Wait/Test: a program of blocking calls would otherwise keep it.
-  if (rt->rv) rt->rv->progress();
+  // A send leaves the packs deferred before it for its own to join.
+  if (rt->rv) rt->rv->progress(/*flush=*/peer == MPI_PROC_NULL);
   auto e = rt->types.lookup(type);
   if (e) {
     p.type = std::move(e.value());

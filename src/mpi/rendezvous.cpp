@@ -167,6 +167,7 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   if (rv->channel_)
     LOOM_INFO(kTransport, "device method to %s: by %s",
               rv->channel_all_ ? "every other process" : "other nodes", rv->channel_->name());
+  rv->batch_packs_ = knob_true(knobs().batch_packs);
   if (rv->chunk_)
     LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);
   if (rv->native_)
@@ -296,7 +297,7 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
                         Header* hdr, bool wait, int to) {
   const bool by_channel = channel_to(to);
-  progress();
+  progress(/*flush=*/false);
   stats::Scope phase(stats::kLend);
   auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
   if (!seg) return seg.status();
@@ -312,7 +313,19 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
       words_mover_ = &mover;
     }
     seq = next_seq_.fetch_add(1);
-    s = mover.pack_signal(m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq));
+    if (batch_packs_ && !wait && m.bytes > 0) {
+      deferred_.push_back(
+          {&mover, {m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq)}});
+      if (n_deferred_.fetch_add(1, std::memory_order_release) == 0) {
+        std::lock_guard<std::mutex> fl(flush_mu_);
+        if (!flusher_.joinable() && !flush_stop_) flusher_ = std::thread(&Rendezvous::flusher, this);
+        flush_cv_.notify_one();
+      }
+      if (deferred_.size() >= kBatchFlush) flush_packs_locked();
+    } else {
+      flush_packs_locked();  // earlier messages' first: words only grow
+      s = mover.pack_signal(m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq));
+    }
   }
   if (s && wait) wait_packed(seq);
   LOOM_DEBUG(
@@ -547,8 +560,66 @@ bool Rendezvous::packed(uint64_t seq) const {
   return !flags_ || flags_->own_ready(seq);
 }
 
-void Rendezvous::wait_packed(uint64_t seq) const {
+void Rendezvous::flush_packs() {
+  if (n_deferred_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lk(pack_mu_);
+  flush_packs_locked();
+}
+
+void Rendezvous::flush_packs_locked() {
+  if (deferred_.empty()) return;
+  std::vector<Deferred> all;
+  all.swap(deferred_);
+  n_deferred_.store(0, std::memory_order_release);
+  LOOM_DEBUG(kTransport, "packs: %zu deferred go now", all.size());
+  for (size_t a = 0; a < all.size();) {  // runs of one mover, in order
+    size_t b = a;
+    std::vector<transport::Mover::PackSignal> jobs;
+    for (; b < all.size() && all[b].mover == all[a].mover; ++b) jobs.push_back(all[b].job);
+    if (Status s = all[a].mover->pack_signal_many(jobs); !s) {
+      // Their headers are out: each goes alone, and a pack that cannot
+      // run still writes its word, so no receiver waits forever.
+      LOOM_LOG(kError, kTransport, "batched packs failed (%s); packing one by one",
+               s.message().c_str());
+      for (const auto& j : jobs)
+        if (Status one = all[a].mover->pack_signal(j.m, j.user, j.dst, j.word, j.value); !one) {
+          LOOM_LOG(kError, kTransport, "pack of message %u failed: %s", j.value,
+                   one.message().c_str());
+          reinterpret_cast<std::atomic<uint32_t>*>(j.word)->store(j.value,
+                                                                   std::memory_order_release);
+        }
+    }
+    a = b;
+  }
+}
+
+void Rendezvous::flusher() {
+  std::unique_lock<std::mutex> lk(flush_mu_);
+  for (;;) {
+    flush_cv_.wait(lk, [&] { return flush_stop_ || n_deferred_.load() != 0; });
+    if (flush_stop_) return;
+    // A completion call usually comes first and finds nothing left.
+    flush_cv_.wait_for(lk, std::chrono::microseconds(kFlushAfterUs), [&] { return flush_stop_; });
+    if (flush_stop_) return;
+    lk.unlock();
+    flush_packs();
+    lk.lock();
+  }
+}
+
+void Rendezvous::stop_flushing() {
+  flush_packs();
+  {
+    std::lock_guard<std::mutex> lk(flush_mu_);
+    flush_stop_ = true;
+    flush_cv_.notify_one();
+  }
+  if (flusher_.joinable()) flusher_.join();
+}
+
+void Rendezvous::wait_packed(uint64_t seq) {
   if (packed(seq)) return;
+  flush_packs();
   stats::Scope phase(stats::kWaitPacked);
   for (int i = 0; !packed(seq); ++i)  // the GPU is at it: microseconds
     if (i > 64) std::this_thread::yield();
@@ -633,7 +704,8 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   }
 }
 
-void Rendezvous::progress() {
+void Rendezvous::progress(bool flush) {
+  if (flush) flush_packs();
   // The sender's thread does this too; here it shows in the caller's view at once.
   if (n_channelled_.load(std::memory_order_acquire) != 0) serve_readies();
   land_flights();
@@ -685,6 +757,7 @@ std::vector<uint64_t> Rendezvous::recv_acks(const MPI_Status& probed) {
 void Rendezvous::shutdown() {
   if (down_) return;
   down_ = true;
+  stop_flushing();
   progress();
   // Every receive has completed before MPI_Finalize, so past this barrier
   // no peer reads our segments, whether or not its ack has arrived yet

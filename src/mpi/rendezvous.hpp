@@ -130,7 +130,16 @@ class Rendezvous {
               bool wait = true, int to = -1);
   // Sender: message seq's pack is done (its user buffer is free again).
   bool packed(uint64_t seq) const;
-  void wait_packed(uint64_t seq) const;
+  // Flushes the deferred packs first, then waits for seq's.
+  void wait_packed(uint64_t seq);
+  // Sender: lend() defers packs (LOOM_BATCH_PACKS): a burst of sends pays a
+  // few batch launches here instead of a launch and a word write each. Done
+  // by progress(), wait_packed(), every kBatchFlush deferred packs, and a
+  // thread of Loom's kFlushAfterUs after the first deferred pack, so no
+  // receiver waits on a sender that makes no more Loom calls.
+  void flush_packs();
+  static constexpr size_t kBatchFlush = 64;
+  static constexpr int kFlushAfterUs = 50;
   // Sender, zero-copy: lends the `bytes` at `data` (the caller's buffer, a
   // contiguous message to world rank `to`) and posts the receive of their
   // ack into *ack, which completes once the receiver has read them; fills
@@ -176,8 +185,10 @@ class Rendezvous {
   // they begin with a header of this job, its segment is acked.
   void ack_if_truncated_header(const void* p, size_t n);
 
-  // Returns the segments whose acks have arrived. Cheap when none are lent.
-  void progress();
+  // Flushes the deferred packs (unless `flush` is false: a send's own
+  // call, which defers them) and returns the segments whose acks have
+  // arrived. Cheap when none are lent.
+  void progress(bool flush = true);
   // At finalize, collective: returns every segment and unmaps peers'.
   void shutdown();
   size_t bytes_lent() const;
@@ -203,6 +214,9 @@ class Rendezvous {
   bool land_flights();
   void release_channelled(uint64_t seq);
   void stop_serving();
+  void flush_packs_locked();  // under pack_mu_
+  void flusher();             // the thread that flushes packs no call did
+  void stop_flushing();
 
   MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
   int keyval_ = MPI_KEYVAL_INVALID;
@@ -213,6 +227,17 @@ class Rendezvous {
   std::unique_ptr<transport::ReadyFlags> flags_;  // with mem_: segments' ready words
   std::mutex pack_mu_;  // packs are enqueued in sequence order: their words only grow
   transport::Mover* words_mover_ = nullptr;  // the mover that maps flags_ (under pack_mu_)
+  struct Deferred {
+    transport::Mover* mover;
+    transport::Mover::PackSignal job;
+  };
+  bool batch_packs_ = false;
+  std::vector<Deferred> deferred_;  // in sequence order (under pack_mu_)
+  std::atomic<size_t> n_deferred_{0};
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  bool flush_stop_ = false;  // under flush_mu_
+  std::thread flusher_;
   std::mutex mu_;
   std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
   std::atomic<size_t> n_lent_{0};

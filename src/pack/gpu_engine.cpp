@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
@@ -166,8 +167,10 @@ bool gpu_available() {
 
 namespace {
 
-Status run(const GpuLayout& l, const void* user, const void* packed, bool pack,
-           cudaStream_t stream) {
+// The launch of one pack or unpack (kind kNone when there is nothing to move).
+Status plan_run(const GpuLayout& l, const void* user, const void* packed, bool pack,
+                gpu::Launch* out) {
+  *out = gpu::Launch{};
   if (l.total() == 0) return Status::ok();  // also a moved-from layout
   if (!user || !packed) return Status(Err::kInvalidArg, "gpu pack/unpack: null buffer");
   const gpu::Prepared& p = l.prepared();
@@ -178,7 +181,15 @@ Status run(const GpuLayout& l, const void* user, const void* packed, bool pack,
       return Status(Err::kInvalidArg, "gpu layout made on device " + std::to_string(l.device()) +
                                           " used on device " + std::to_string(dev));
   }
-  return gpu::launch(gpu::plan(p, user, packed, pack), stream);
+  *out = gpu::plan(p, user, packed, pack);
+  return Status::ok();
+}
+
+Status run(const GpuLayout& l, const void* user, const void* packed, bool pack,
+           cudaStream_t stream) {
+  gpu::Launch launch;
+  LOOM_TRY(plan_run(l, user, packed, pack, &launch));
+  return gpu::launch(launch, stream);
 }
 
 }  // namespace
@@ -217,6 +228,20 @@ Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaS
   LOOM_TRY(gpu_unpack(l, packed, user, stream));
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
   return Status::ok();
+}
+
+Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
+  std::vector<gpu::Launch> launches(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!jobs[i].layout) return Status(Err::kInvalidArg, "gpu pack/unpack: null layout");
+    LOOM_TRY(plan_run(*jobs[i].layout, jobs[i].user, jobs[i].packed, jobs[i].pack, &launches[i]));
+  }
+  return gpu::launch_many(launches.data(), static_cast<int>(n), stream);
+}
+
+Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,
+                       cudaStream_t stream) {
+  return gpu::signal_many(words, values, static_cast<int>(n), stream);
 }
 
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack) {

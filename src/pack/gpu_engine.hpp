@@ -76,6 +76,21 @@ Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream
 Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
 Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);
 
+// Many packs and unpacks, in order on `stream`, in few launches: their
+// kernels go up to 16 to one batch launch (a launch costs microseconds of
+// host time; a batch of 100 small messages would pay it 100 times).
+struct GpuJob {
+  const GpuLayout* layout = nullptr;
+  const void* user = nullptr;  // the buffer the layout's offsets start from
+  void* packed = nullptr;
+  bool pack = true;  // false: unpack from packed into user
+};
+Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream);
+// After the work before it on `stream`: a system-wide fence, then
+// words[i] = values[i] for each i (device pointers), in one launch per 64.
+Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,
+                       cudaStream_t stream);
+
 // Which kernel, word width and grid a call with these pointers would use.
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack);
 

@@ -56,6 +56,10 @@ class GpuMover final : public Mover {
   // wait on the application's streams.
   Status init() {
     write32_ = reinterpret_cast<WriteFn>(driver_entry("cuStreamWriteValue32"));
+    if (cudaGetDevice(&device_) != cudaSuccess) {
+      cudaGetLastError();
+      device_ = -1;
+    }
     return cuda_status(cudaStreamCreateWithFlags(
                            &stream_, nonblocking_ ? cudaStreamNonBlocking : cudaStreamDefault),
                        "stream");
@@ -240,6 +244,29 @@ class GpuMover final : public Mover {
       reinterpret_cast<std::atomic<uint32_t>*>(word)->store(value, std::memory_order_release);
     }
     return Status::ok();
+  }
+
+  Status pack_signal_many(const std::vector<PackSignal>& jobs) override {
+    std::vector<pack::GpuJob> kernels;
+    std::vector<std::shared_ptr<const pack::GpuLayout>> layouts;  // alive while planned
+    std::vector<uint32_t*> words;
+    std::vector<uint32_t> values;
+    for (const PackSignal& j : jobs) {
+      char* w = reinterpret_cast<char*>(j.word);
+      if (!words_dev_ || w < words_host_ || w >= words_host_ + words_bytes_)
+        return Mover::pack_signal_many(jobs);  // words this engine cannot write
+      if (j.m.bytes > 0) {
+        auto gl = gpu_layout(j.m);
+        if (!gl) return gl.status();
+        layouts.push_back(gl.value());
+        kernels.push_back({gl.value().get(), j.user, j.dst, true});
+      }
+      words.push_back(reinterpret_cast<uint32_t*>(words_dev_ + (w - words_host_)));
+      values.push_back(j.value);
+    }
+    if (device_ >= 0) cudaSetDevice(device_);  // Loom's flushing thread, too
+    LOOM_TRY(pack::gpu_run_many(kernels.data(), kernels.size(), stream_));
+    return pack::gpu_signal_many(words.data(), values.data(), words.size(), stream_);
   }
 
   Status pack_to(const Message& m, const void* user, void* dst) override {
@@ -447,6 +474,7 @@ class GpuMover final : public Mover {
   pack::PinnedPool pinned_;
   pack::DevicePool scratch_;
   std::mutex mu_;
+  int device_ = -1;  // the stream's
   std::map<std::tuple<const void*, int64_t, int64_t>,
            std::pair<type::NodePtr, std::shared_ptr<const pack::GpuLayout>>>
       layouts_;

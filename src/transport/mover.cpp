@@ -139,6 +139,11 @@ Status Mover::pack_signal(const Message& m, const void* user, void* dst, uint32_
   return Status::ok();
 }
 
+Status Mover::pack_signal_many(const std::vector<PackSignal>& jobs) {
+  for (const PackSignal& j : jobs) LOOM_TRY(pack_signal(j.m, j.user, j.dst, j.word, j.value));
+  return Status::ok();
+}
+
 Status Mover::unpack_batch(const Message& m, const std::vector<const void*>& src,
                            const std::vector<void*>& dst, size_t bytes) {
   for (size_t i = 0; i < src.size(); ++i) LOOM_TRY(unpack_from(m, src[i], bytes, dst[i]));

@@ -72,6 +72,17 @@ class Mover {
   // packs now, then writes the word.
   virtual Status pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
                              uint32_t value);
+  // Many pack_signal calls in one, in order. Default: one by one; the GPU
+  // engine packs them in a few batch launches and writes all their words
+  // with one more.
+  struct PackSignal {
+    Message m;
+    const void* user = nullptr;
+    void* dst = nullptr;
+    uint32_t* word = nullptr;
+    uint32_t value = 0;
+  };
+  virtual Status pack_signal_many(const std::vector<PackSignal>& jobs);
   // The host page holding the words pack_signal writes (registered once
   // where the engine must map host memory to write it).
   virtual Status map_words(void* page, size_t bytes) {

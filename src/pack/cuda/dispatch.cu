@@ -2,6 +2,8 @@
 // the agents (agent.hpp); which one runs, with which word and grid, was
 // decided by plan() (policy.cpp). Six instances in all: words x {1,2,4,8,16},
 // segments x 1; the direction (pack or unpack) is a uniform runtime flag.
+// Two batch kernels run many launches' worth in one (their bodies are the
+// same), and a signal kernel writes ready words after them.
 // The arguments are __grid_constant__: agents take them by reference and
 // index them from the parameter bank, never from a local copy.
 #include "pack/cuda/check.hpp"
@@ -13,13 +15,14 @@ namespace {
 // One word per item; each thread keeps words_items(W) loads in flight, and
 // consecutive threads take consecutive packed words, so the packed side is
 // fully coalesced and the user side as coalesced as the layout allows.
+// `block` of `nblocks` is this CTA's place in the job's own grid.
 template <int W>
-__global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__ WordArgs a) {
+__device__ __forceinline__ void words_body(const WordArgs& a, int64_t block, int64_t nblocks) {
   using T = typename WordOf<W>::T;
   constexpr int kItems = words_items(W);
   const int64_t n = a.geom.nwords;
-  const int64_t step = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t g0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
+  const int64_t step = nblocks * blockDim.x;
+  for (int64_t g0 = block * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
     T v[kItems];
     char* dst[kItems];
     LOOM_UNROLL
@@ -37,13 +40,18 @@ __global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__
   }
 }
 
+template <int W>
+__global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__ WordArgs a) {
+  words_body<W>(a, blockIdx.x, gridDim.x);
+}
+
 // The piece classes in turn: long and short pieces by groups of their
 // class's width (a warp, 16 or 8 lanes), then the tiny pieces' bytes, one per
 // thread and kTinyItems per trip (loads first), consecutive threads on
 // consecutive bytes.
-__global__ void __launch_bounds__(kThreads, 4) segments_kernel(const __grid_constant__ SegArgs a) {
-  const int64_t tid = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t threads = int64_t{gridDim.x} * blockDim.x;
+__device__ __forceinline__ void segments_body(const SegArgs& a, int64_t block, int64_t nblocks) {
+  const int64_t tid = block * blockDim.x + threadIdx.x;
+  const int64_t threads = nblocks * blockDim.x;
 #pragma unroll 1
   for (int c = 0; c < kTinyClass; ++c) {
     const SegClass& k = a.geom.cls[c];
@@ -66,6 +74,79 @@ __global__ void __launch_bounds__(kThreads, 4) segments_kernel(const __grid_cons
     for (int k = 0; k < kTinyItems; ++k)
       if (i0 + k * threads < n) *dst[k] = static_cast<char>(v[k]);
   }
+}
+
+__global__ void __launch_bounds__(kThreads, 4) segments_kernel(const __grid_constant__ SegArgs a) {
+  segments_body(a, blockIdx.x, gridDim.x);
+}
+
+// Many launches in one: job blockIdx.y runs on the first `grid` CTAs of its
+// row (the others return at once), as its own kernel would have.
+struct BatchJob {
+  KernelKind kind = KernelKind::kNone;
+  int word = 0;
+  int64_t grid = 0;
+  WordArgs words;
+  SegArgs segs;
+};
+template <int N>
+struct BatchArgs {
+  BatchJob job[N];
+};
+// Kernel parameters may take 32764 bytes (CUDA 12.1 and later, Volta and later).
+static_assert(sizeof(BatchArgs<kBatchMax>) <= 32000, "batch kernel parameters too large");
+
+template <int N>
+__global__ void __launch_bounds__(kThreads) batch_kernel(const __grid_constant__ BatchArgs<N> b) {
+  const BatchJob& j = b.job[blockIdx.y];
+  if (blockIdx.x >= j.grid) return;
+  if (j.kind == KernelKind::kSegments) return segments_body(j.segs, blockIdx.x, j.grid);
+  switch (j.word) {
+    case 1:
+      return words_body<1>(j.words, blockIdx.x, j.grid);
+    case 2:
+      return words_body<2>(j.words, blockIdx.x, j.grid);
+    case 4:
+      return words_body<4>(j.words, blockIdx.x, j.grid);
+    case 8:
+      return words_body<8>(j.words, blockIdx.x, j.grid);
+    default:
+      return words_body<16>(j.words, blockIdx.x, j.grid);
+  }
+}
+
+template <int N>
+Status launch_batch(const Launch* const* ls, int n, cudaStream_t s) {
+  BatchArgs<N> b;
+  int64_t grid = 1;
+  for (int i = 0; i < n; ++i) {
+    b.job[i].kind = ls[i]->kind;
+    b.job[i].word = ls[i]->word;
+    b.job[i].grid = ls[i]->grid;
+    if (ls[i]->kind == KernelKind::kSegments)
+      b.job[i].segs = ls[i]->segs;
+    else
+      b.job[i].words = ls[i]->words;
+    grid = grid > ls[i]->grid ? grid : ls[i]->grid;
+  }
+  batch_kernel<N><<<dim3(static_cast<unsigned>(grid), static_cast<unsigned>(n)), kThreads, 0, s>>>(b);
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+struct SignalArgs {
+  uint32_t* word[kSignalMax];
+  uint32_t value[kSignalMax];
+  int n = 0;
+};
+
+// After the work before it on the stream: a system-wide fence, then each
+// word, so a peer that sees a word sees the bytes it announces.
+__global__ void signal_kernel(const __grid_constant__ SignalArgs a) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i >= a.n) return;
+  __threadfence_system();
+  *reinterpret_cast<volatile uint32_t*>(a.word[i]) = a.value[i];
 }
 
 template <int W>
@@ -124,7 +205,57 @@ Status preload(cudaStream_t stream) {
   l.grid = 1;
   for (auto& c : l.segs.geom.cls) c.nitems = 0;
   LOOM_TRY(launch(l, stream));
+  Launch w;  // words with nothing to move
+  w.kind = KernelKind::kWords;
+  w.word = 1;
+  w.grid = 1;
+  const Launch two[2] = {l, w}, nine[9] = {l, w, l, w, l, w, l, w, l};
+  LOOM_TRY(launch_many(two, 2, stream));   // batch_kernel<8>
+  LOOM_TRY(launch_many(nine, 9, stream));  // batch_kernel<kBatchMax>
+  signal_kernel<<<1, kSignalMax, 0, stream>>>(SignalArgs{});
+  LOOM_CUDA_TRY(cudaGetLastError());
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
+  return Status::ok();
+}
+
+Status launch_many(const Launch* ls, int n, cudaStream_t stream) {
+  // Kernels of the standard shape go kBatchMax to a batch launch, the rest
+  // (copies, nothing to do) one by one, in order between the batches.
+  const Launch* batch[kBatchMax] = {};
+  int nb = 0;
+  auto flush = [&]() -> Status {
+    if (nb == 0) return Status::ok();
+    const int k = nb;
+    nb = 0;
+    if (k == 1) return launch(*batch[0], stream);
+    return k <= 8 ? launch_batch<8>(batch, k, stream) : launch_batch<kBatchMax>(batch, k, stream);
+  };
+  for (int i = 0; i < n; ++i) {
+    const Launch& l = ls[i];
+    const bool kernel = (l.kind == KernelKind::kWords || l.kind == KernelKind::kSegments) &&
+                        l.threads == kThreads && l.grid > 0 && l.grid < (int64_t{1} << 31);
+    if (!kernel) {
+      LOOM_TRY(flush());
+      LOOM_TRY(launch(l, stream));
+      continue;
+    }
+    batch[nb++] = &l;
+    if (nb == kBatchMax) LOOM_TRY(flush());
+  }
+  return flush();
+}
+
+Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
+  for (int at = 0; at < n; at += kSignalMax) {
+    SignalArgs a;
+    a.n = n - at < kSignalMax ? n - at : kSignalMax;
+    for (int i = 0; i < a.n; ++i) {
+      a.word[i] = words[at + i];
+      a.value[i] = values[at + i];
+    }
+    signal_kernel<<<1, kSignalMax, 0, stream>>>(a);
+    LOOM_CUDA_TRY(cudaGetLastError());
+  }
   return Status::ok();
 }
 

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "pack/cuda/policy.hpp"
 #include "util/status.hpp"
 
@@ -19,5 +21,15 @@ Status preload(cudaStream_t stream);
 
 // Enqueues the launch on `stream` and checks the launch itself.
 Status launch(const Launch& l, cudaStream_t stream);
+
+// The launches in order, kernels kBatchMax to one batch launch (copies and
+// launches of another shape one by one between them).
+inline constexpr int kBatchMax = 16;
+Status launch_many(const Launch* ls, int n, cudaStream_t stream);
+
+// One kernel per kSignalMax words: a system-wide fence, then words[i] =
+// values[i] (device pointers: mapped host memory or device memory).
+inline constexpr int kSignalMax = 64;
+Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream);
 
 }  // namespace loom::pack::gpu
