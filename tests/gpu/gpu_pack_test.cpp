@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -261,6 +263,80 @@ TEST(GpuPack, RandomTrees) {
     ASSERT_EQ(
         roundtrip(l, {.umis = static_cast<int>(seed % 16), .pmis = static_cast<int>(seed % 3)}),
         "");
+  }
+}
+
+// Many packs and unpacks in batch launches (gpu_run_many), of random types
+// and both directions in one call, then their ready words (gpu_signal_many):
+// every byte against the host engine, gaps of the unpacked buffers untouched.
+TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
+  SKIP_WITHOUT_GPU();
+  for (int n : {1, 2, 9, 16, 17, 40}) {
+    SCOPED_TRACE("batch of " + std::to_string(n));
+    std::vector<Layout> ls;
+    std::vector<Result<GpuLayout>> gls;
+    std::vector<std::vector<unsigned char>> huser, hpacked;
+    std::vector<std::unique_ptr<Buffer>> duser, dpacked;
+    std::vector<GpuJob> jobs;
+    std::vector<int64_t> uoff;
+    gls.reserve(static_cast<size_t>(n));  // jobs point into it
+    for (int i = 0; i < n; ++i) {
+      std::mt19937_64 rng(static_cast<uint64_t>(n * 1000 + i));
+      ls.push_back(layout_of(test::random_tree(rng, 3), 1 + i % 4));
+    }
+    for (int i = 0; i < n; ++i) {
+      const Layout& l = ls[i];
+      gls.push_back(GpuLayout::create(l));
+      ASSERT_TRUE(gls.back()) << gls.back().status().message();
+      const test::Span sp = test::span_of(l);
+      const size_t usize = static_cast<size_t>(sp.hi - sp.lo + 128);
+      uoff.push_back(64 - sp.lo);
+      huser.emplace_back(usize);
+      test::fill_pattern(huser.back(), static_cast<uint64_t>(i) * 77 + usize);
+      hpacked.emplace_back(static_cast<size_t>(l.total) + 16);
+      test::fill_pattern(hpacked.back(), static_cast<uint64_t>(i) * 13 + 5);
+      duser.push_back(std::make_unique<Buffer>());
+      dpacked.push_back(std::make_unique<Buffer>());
+      ASSERT_EQ(duser.back()->alloc_device(usize), cudaSuccess);
+      ASSERT_EQ(dpacked.back()->alloc_device(hpacked.back().size()), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(duser.back()->dev(), huser.back().data(), usize, cudaMemcpyHostToDevice),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(dpacked.back()->dev(), hpacked.back().data(), hpacked.back().size(),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+      jobs.push_back({&gls.back().value(), duser.back()->dev() + uoff.back(),
+                      dpacked.back()->dev(), i % 3 != 1});  // every third unpacks
+    }
+    Buffer words;
+    ASSERT_EQ(words.alloc_mapped(64 * sizeof(uint32_t)), cudaSuccess);
+    std::memset(words.host(), 0, 64 * sizeof(uint32_t));
+    std::vector<uint32_t*> wp;
+    std::vector<uint32_t> vals;
+    for (int i = 0; i < std::min(n, 64); ++i) {
+      wp.push_back(reinterpret_cast<uint32_t*>(words.dev()) + i);
+      vals.push_back(static_cast<uint32_t>(1000 + i));
+    }
+    ASSERT_TRUE(gpu_run_many(jobs.data(), jobs.size(), nullptr));
+    ASSERT_TRUE(gpu_signal_many(wp.data(), vals.data(), wp.size(), nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (size_t i = 0; i < wp.size(); ++i)
+      EXPECT_EQ(reinterpret_cast<volatile uint32_t*>(words.host())[i], vals[i]);
+    for (int i = 0; i < n; ++i) {
+      SCOPED_TRACE("job " + std::to_string(i) + ": " + ls[i].describe());
+      if (jobs[i].pack) {
+        std::vector<unsigned char> want = hpacked[i], got(want.size());
+        host_pack(ls[i], huser[i].data() + uoff[i], want.data());
+        ASSERT_EQ(cudaMemcpy(got.data(), dpacked[i]->dev(), got.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        ASSERT_EQ(test::first_difference(got.data(), want.data(), got.size()), "");
+      } else {
+        std::vector<unsigned char> want = huser[i], got(want.size());
+        host_unpack(ls[i], hpacked[i].data(), want.data() + uoff[i]);
+        ASSERT_EQ(cudaMemcpy(got.data(), duser[i]->dev(), got.size(), cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        ASSERT_EQ(test::first_difference(got.data(), want.data(), got.size()), "");
+      }
+    }
   }
 }
 
