@@ -108,6 +108,13 @@ void pull_together(const std::vector<Landed>& landed) {
   std::vector<transport::Mover*> movers;
   std::vector<std::shared_ptr<void>> keep;  // scratch and tables of unpacks in flight
   std::vector<Pull> channel;                // kChannel messages
+  struct Opened {
+    Landed at;
+    Header h;
+    const void* src;
+    size_t got;
+  };
+  std::vector<Opened> opened;  // segments whose packs are done, by landing order
   std::optional<stats::Scope> phase(std::in_place, stats::kPullIssue);
   for (const Landed& l : landed) {
     PendingOp& op = *l.op;
@@ -125,12 +132,24 @@ void pull_together(const std::vector<Landed>& landed) {
     auto src = rv->open(h);
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    if (!op.mover->unpack_async(op.msg, src.value(), static_cast<size_t>(got), op.user, keep)
-             .is_ok())
-      continue;
-    pulls.push_back({l, h});
+    opened.push_back({l, h, src.value(), static_cast<size_t>(got)});
     if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
       movers.push_back(op.mover);
+  }
+  // Each mover's unpacks together: their kernels go in few launches. One
+  // that fails is left to finish(), which pulls it again alone.
+  for (transport::Mover* m : movers) {
+    std::vector<transport::Mover::UnpackItem> items;
+    std::vector<const Opened*> of;
+    for (const Opened& o : opened)
+      if (o.at.op->mover == m) {
+        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user});
+        of.push_back(&o);
+      }
+    std::vector<Status> each;
+    m->unpack_many_async(items, keep, each);
+    for (size_t i = 0; i < of.size(); ++i)
+      if (i < each.size() && each[i].is_ok()) pulls.push_back({of[i]->at, of[i]->h});
   }
   if (!channel.empty()) {
     phase.reset();

@@ -373,6 +373,49 @@ class GpuMover final : public Mover {
     keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
     return Status::ok();
   }
+  void unpack_many_async(const std::vector<UnpackItem>& items,
+                         std::vector<std::shared_ptr<void>>& keep,
+                         std::vector<Status>& each) override {
+    each.assign(items.size(), Status::ok());
+    std::vector<pack::GpuJob> jobs;
+    std::vector<size_t> of;  // the item of each job
+    for (size_t i = 0; i < items.size(); ++i) {
+      const UnpackItem& it = items[i];
+      const Message& m = *it.m;
+      // Copies, partial messages and fallbacks as unpack_async does them.
+      if (int64_t base = 0; it.received == 0 || m.bytes == 0 || contiguous_at(m, &base) ||
+                            static_cast<int64_t>(it.received) != m.bytes) {
+        each[i] = unpack_async(m, it.src, it.received, it.user, keep);
+        continue;
+      }
+      auto gl = gpu_layout(m);
+      if (!gl) {
+        each[i] = gl.status();
+        continue;
+      }
+      const void* src = it.src;
+      if (!on_this_gpu(src)) {  // over the link by copy engine, then unpacked here
+        auto l = scratch_lease(it.received);
+        if (!l) {
+          each[i] = unpack_from_peer(m, it.src, it.received, it.user);
+          continue;
+        }
+        auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
+        each[i] = cuda_status(
+            cudaMemcpyAsync(scratch->get(), src, it.received, cudaMemcpyDeviceToDevice, stream_),
+            "copy from peer");
+        if (!each[i]) continue;
+        src = scratch->get();
+        keep.push_back(scratch);
+      }
+      keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
+      jobs.push_back({gl.value().get(), it.user, const_cast<void*>(src), false});
+      of.push_back(i);
+    }
+    if (jobs.empty()) return;
+    if (Status s = pack::gpu_run_many(jobs.data(), jobs.size(), stream_); !s)
+      for (size_t k : of) each[k] = s;
+  }
   Status wait_copies() override { return cuda_status(cudaStreamSynchronize(stream_), "copies"); }
   Status pack_async(const Message& m, const void* user, void* dst,
                     std::vector<std::shared_ptr<void>>& keep) override {

@@ -129,6 +129,22 @@ class Mover {
     (void)keep;
     return unpack_from_peer(m, src, received, user);
   }
+  // unpack_async for many messages at once (the GPU engine batches their
+  // kernels into few launches). `each` gets one status per item; a failed
+  // item may be retried alone. Default: unpack_async one by one.
+  struct UnpackItem {
+    const Message* m = nullptr;
+    const void* src = nullptr;
+    size_t received = 0;
+    void* user = nullptr;
+  };
+  virtual void unpack_many_async(const std::vector<UnpackItem>& items,
+                                 std::vector<std::shared_ptr<void>>& keep,
+                                 std::vector<Status>& each) {
+    each.clear();
+    for (const UnpackItem& it : items)
+      each.push_back(unpack_async(*it.m, it.src, it.received, it.user, keep));
+  }
   virtual Status wait_copies() { return Status::ok(); }
   // pack_to(), issued now and done at the next wait_copies(); what must
   // live until then goes into `keep`. Default: done now.
