@@ -316,6 +316,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     if (batch_packs_ && !wait && m.bytes > 0) {
       deferred_.push_back(
           {&mover, {m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq)}});
+      last_defer_ns_.store(now_ns(), std::memory_order_relaxed);
       if (n_deferred_.fetch_add(1, std::memory_order_release) == 0) {
         std::lock_guard<std::mutex> fl(flush_mu_);
         if (!flusher_.joinable() && !flush_stop_) flusher_ = std::thread(&Rendezvous::flusher, this);
@@ -560,6 +561,12 @@ bool Rendezvous::packed(uint64_t seq) const {
   return !flags_ || flags_->own_ready(seq);
 }
 
+int64_t Rendezvous::now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 void Rendezvous::flush_packs() {
   if (n_deferred_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lk(pack_mu_);
@@ -598,9 +605,16 @@ void Rendezvous::flusher() {
   for (;;) {
     flush_cv_.wait(lk, [&] { return flush_stop_ || n_deferred_.load() != 0; });
     if (flush_stop_) return;
-    // A completion call usually comes first and finds nothing left.
-    flush_cv_.wait_for(lk, std::chrono::microseconds(kFlushAfterUs), [&] { return flush_stop_; });
-    if (flush_stop_) return;
+    // Once no send has deferred a pack for kFlushAfterUs: a burst of sends
+    // goes on batching, and a completion call usually comes first and
+    // finds nothing left.
+    for (;;) {
+      const int64_t idle = now_ns() - last_defer_ns_.load(std::memory_order_relaxed);
+      if (idle >= int64_t{kFlushAfterUs} * 1000) break;
+      flush_cv_.wait_for(lk, std::chrono::nanoseconds(int64_t{kFlushAfterUs} * 1000 - idle),
+                         [&] { return flush_stop_; });
+      if (flush_stop_) return;
+    }
     lk.unlock();
     flush_packs();
     lk.lock();

@@ -135,7 +135,7 @@ class Rendezvous {
   // Sender: lend() defers packs (LOOM_BATCH_PACKS): a burst of sends pays a
   // few batch launches here instead of a launch and a word write each. Done
   // by progress(), wait_packed(), every kBatchFlush deferred packs, and a
-  // thread of Loom's kFlushAfterUs after the first deferred pack, so no
+  // thread of Loom's once no pack was deferred for kFlushAfterUs, so no
   // receiver waits on a sender that makes no more Loom calls.
   void flush_packs();
   static constexpr size_t kBatchFlush = 64;
@@ -234,6 +234,8 @@ class Rendezvous {
   bool batch_packs_ = false;
   std::vector<Deferred> deferred_;  // in sequence order (under pack_mu_)
   std::atomic<size_t> n_deferred_{0};
+  std::atomic<int64_t> last_defer_ns_{0};  // steady clock of the latest deferred pack
+  static int64_t now_ns();
   std::mutex flush_mu_;
   std::condition_variable flush_cv_;
   bool flush_stop_ = false;  // under flush_mu_
