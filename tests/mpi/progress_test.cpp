@@ -53,6 +53,32 @@ TEST_F(Progress, WaitOnSendBeforeReceive) {
   EXPECT_EQ(in, pattern(peer_, 0));
 }
 
+// A sender that blocks outside Loom after its Isend (here in the MPI's own
+// receive, called past Loom, of a token its receiver sends only once it
+// has the message): the message still arrives. The device method defers
+// an Isend's pack (LOOM_BATCH_PACKS); Loom's flushing thread launches it
+// when the sender makes no further Loom call.
+TEST_F(Progress, SenderBlockedOutsideLoom) {
+  if (peer_ == MPI_PROC_NULL) return;
+  int token = 0;
+  if (me_ % 2 == 0) {
+    std::vector<unsigned char> out = pattern(me_, 3);
+    MPI_Request s;
+    ASSERT_EQ(MPI_Isend(out.data(), kN, MPI_BYTE, peer_, 4, MPI_COMM_WORLD, &s), MPI_SUCCESS);
+    ASSERT_EQ(PMPI_Recv(&token, 1, MPI_INT, peer_, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    EXPECT_EQ(token, 42);
+    ASSERT_EQ(MPI_Wait(&s, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  } else {
+    std::vector<unsigned char> in(kN, 0);
+    ASSERT_EQ(MPI_Recv(in.data(), kN, MPI_BYTE, peer_, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    EXPECT_EQ(in, pattern(peer_, 3));
+    token = 42;
+    ASSERT_EQ(PMPI_Send(&token, 1, MPI_INT, peer_, 5, MPI_COMM_WORLD), MPI_SUCCESS);
+  }
+}
+
 // A posted receive, then a blocking receive of a later message: the first
 // send completes while the receiver blocks on the second.
 TEST_F(Progress, BlockingReceiveOfALaterMessage) {
