@@ -3,6 +3,7 @@
 # numbers of docs/results/p2p-*.md): loom-p2p, a plain MPI program, under
 #   loom-auto    Loom (LD_PRELOAD) over the system's Open MPI, defaults
 #   loom-zcopy   the same with the zero-copy device method (LOOM_ZCOPY_MIN=0)
+#   loom-nobatch the defaults but each send's pack launched alone (LOOM_BATCH_PACKS=0)
 #   naive        no Loom: the program copies to pinned host memory itself
 #   ucx-cuda     no Loom: Open MPI over UCX built with CUDA, when
 #                UCX_CUDA_MPIRUN is set (source ucx-cuda.sh activate ...);
@@ -24,6 +25,7 @@ run() {  # label, mpirun flags..., -- program flags...
 for type in contig vector; do
   run loom-auto -x LD_PRELOAD="$lib" -- --type $type
   run loom-zcopy -x LD_PRELOAD="$lib" -x LOOM_ZCOPY_MIN=0 -- --type $type
+  run loom-nobatch -x LD_PRELOAD="$lib" -x LOOM_BATCH_PACKS=0 -- --type $type
   run naive -- --type $type --naive
 done
 # The CUDA-aware peer moves contiguous device buffers only (it crashes on
