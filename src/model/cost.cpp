@@ -119,9 +119,8 @@ Prediction Model::predict(const Shape& s) const {
     const double c = s.chunk_bytes, k = std::ceil(n / c);
     const double d = d2h_.at(c), t = mpi.at(c), h = h2d_.at(c);
     const double pipe = d + t + h + (k - 1) * std::max({d, t, h});
-    p.usec[static_cast<int>(Method::kStaged)] =
-        total(Method::kStaged, s.contiguous ? over_staged_ : over_staged_packed_,
-              {pack, pipe, unpack});
+    p.usec[static_cast<int>(Method::kStaged)] = total(
+        Method::kStaged, s.contiguous ? over_staged_ : over_staged_packed_, {pack, pipe, unpack});
   }
   // A contiguous message is copied from the peer's segment straight into the
   // user's buffer: no unpack after the copy.

@@ -110,12 +110,13 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
 // The device method, when plan_device chose it: enqueues the pack into a
 // lent segment and fills hdr, which is then sent in place of the packed
 // bytes; the caller waits for the pack (Rendezvous::wait_packed) before the
-// user may reuse buf. False: use staging.
-bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest,
-                        Header* hdr) {
+// user may reuse buf. `defer`: the pack may wait for a batch (a non-blocking
+// send; a blocking one launches it before its header goes). False: use staging.
+bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr,
+                        bool defer) {
   if (p.span() || !p.mover || p.method != transport::Method::kDevice) return false;
   Rendezvous& rv = *runtime()->rv;
-  Status s = rv.lend(*p.mover, p.msg, buf, hdr, /*wait=*/false, rv.world_rank(comm, dest));
+  Status s = rv.lend(*p.mover, p.msg, buf, hdr, /*wait=*/false, rv.world_rank(comm, dest), defer);
   if (s.is_ok()) return true;
   LOOM_WARN(kTransport, "device method: %s; staging this message instead", s.message().c_str());
   return false;
@@ -230,6 +231,7 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
       abandon_zero_copy(hdr, &ack);
       return rc;
     }
+    runtime()->rv->flush_packs();  // the receiver may take earlier messages first
     for (int done = 0; rc == MPI_SUCCESS && !done;) {  // until the receiver has read the buffer
       rc = PMPI_Test(&ack, &done, MPI_STATUS_IGNORE);
       if (!done) runtime()->requests.finish_landed();  // it may wait for us too
@@ -237,7 +239,8 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
     runtime()->rv->acked(hdr.seq);
     return rc;
   }
-  if (device_method_send(p, buf, comm, dest, &hdr)) {  // the header goes while the GPU packs
+  // The header goes while the GPU packs.
+  if (device_method_send(p, buf, comm, dest, &hdr, /*defer=*/false)) {
     {
       stats::Scope phase(stats::kHeader);
       rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
@@ -287,7 +290,7 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
     runtime()->requests.add(*req, std::move(op));
     return MPI_SUCCESS;
   }
-  if (device_method_send(p, buf, comm, dest, hdr.get()))
+  if (device_method_send(p, buf, comm, dest, hdr.get(), /*defer=*/true))
     op.packing = hdr->seq;  // done by completion
   if (op.packing || chunked_send(p, buf, comm, dest, hdr.get())) {
     {

@@ -295,7 +295,7 @@ std::vector<MPI_Request> Rendezvous::post_chunk_recvs(const Header& h, void* hos
 }
 
 Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, const void* user,
-                        Header* hdr, bool wait, int to) {
+                        Header* hdr, bool wait, int to, bool defer) {
   const bool by_channel = channel_to(to);
   progress(/*flush=*/false);
   stats::Scope phase(stats::kLend);
@@ -313,13 +313,14 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
       words_mover_ = &mover;
     }
     seq = next_seq_.fetch_add(1);
-    if (batch_packs_ && !wait && m.bytes > 0) {
+    if (batch_packs_ && defer && !wait && m.bytes > 0) {
       deferred_.push_back(
           {&mover, {m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq)}});
       last_defer_ns_.store(now_ns(), std::memory_order_relaxed);
       if (n_deferred_.fetch_add(1, std::memory_order_release) == 0) {
         std::lock_guard<std::mutex> fl(flush_mu_);
-        if (!flusher_.joinable() && !flush_stop_) flusher_ = std::thread(&Rendezvous::flusher, this);
+        if (!flusher_.joinable() && !flush_stop_)
+          flusher_ = std::thread(&Rendezvous::flusher, this);
         flush_cv_.notify_one();
       }
       if (deferred_.size() >= kBatchFlush) flush_packs_locked();
@@ -593,7 +594,7 @@ void Rendezvous::flush_packs_locked() {
           LOOM_LOG(kError, kTransport, "pack of message %u failed: %s", j.value,
                    one.message().c_str());
           reinterpret_cast<std::atomic<uint32_t>*>(j.word)->store(j.value,
-                                                                   std::memory_order_release);
+                                                                  std::memory_order_release);
         }
     }
     a = b;

@@ -125,9 +125,10 @@ class Rendezvous {
   // `wait` false the pack is only enqueued: the header may go at once (the
   // receiver reads the segment once the pack's ready word says so), and
   // `user` must stay unchanged until wait_packed(hdr->seq). `to`: the
-  // receiver's world rank; a channel peer gets a kChannel header.
+  // receiver's world rank; a channel peer gets a kChannel header. `defer`
+  // (with `wait` false): the pack may wait in the batch queue (flush_packs).
   Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr,
-              bool wait = true, int to = -1);
+              bool wait = true, int to = -1, bool defer = false);
   // Sender: message seq's pack is done (its user buffer is free again).
   bool packed(uint64_t seq) const;
   // Flushes the deferred packs first, then waits for seq's.

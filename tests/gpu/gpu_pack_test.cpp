@@ -304,8 +304,8 @@ TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
       ASSERT_EQ(cudaMemcpy(dpacked.back()->dev(), hpacked.back().data(), hpacked.back().size(),
                            cudaMemcpyHostToDevice),
                 cudaSuccess);
-      jobs.push_back({&gls.back().value(), duser.back()->dev() + uoff.back(),
-                      dpacked.back()->dev(), i % 3 != 1});  // every third unpacks
+      jobs.push_back({&gls.back().value(), duser.back()->dev() + uoff.back(), dpacked.back()->dev(),
+                      i % 3 != 1});  // every third unpacks
     }
     Buffer words;
     ASSERT_EQ(words.alloc_mapped(64 * sizeof(uint32_t)), cudaSuccess);

@@ -220,7 +220,8 @@ TEST(Model, ContiguousDeviceMessageHasNoUnpack) {
   const double n = 65536;
   Shape s = shape(n);
   s.contiguous = true;
-  expect_rel(us(m.predict(s), Method::kDevice), 3 + (1 + 1e-5 * n) + (3 + 1e-4 * 128) + 30 + 2e-5 * n);
+  expect_rel(us(m.predict(s), Method::kDevice),
+             3 + (1 + 1e-5 * n) + (3 + 1e-4 * 128) + 30 + 2e-5 * n);
 }
 
 // A method's scale multiplies its summed terms (not its overhead); the
@@ -770,8 +771,8 @@ TEST(Model, FitOverheadScaleRecoversBoth) {
   measured.back() = 1e6;  // a large size far off: the scale stops at 2
   ASSERT_TRUE(loom::model::fit_overhead_scale(measured, terms, true, &over, &k));
   EXPECT_EQ(k, 2.0);
-  EXPECT_FALSE(loom::model::fit_overhead_scale(
-      {1, 2}, {1, std::numeric_limits<double>::infinity()}, true, &over, &k));
+  EXPECT_FALSE(loom::model::fit_overhead_scale({1, 2}, {1, std::numeric_limits<double>::infinity()},
+                                               true, &over, &k));
   EXPECT_FALSE(loom::model::fit_overhead_scale({1}, {1}, true, &over, &k));
   // Without a scale: 1, and the overhead is the median over every point.
   ASSERT_TRUE(loom::model::fit_overhead_scale({11, 13, 40}, {10, 10, 10}, false, &over, &k));

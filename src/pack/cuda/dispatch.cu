@@ -129,7 +129,8 @@ Status launch_batch(const Launch* const* ls, int n, cudaStream_t s) {
       b.job[i].words = ls[i]->words;
     grid = grid > ls[i]->grid ? grid : ls[i]->grid;
   }
-  batch_kernel<N><<<dim3(static_cast<unsigned>(grid), static_cast<unsigned>(n)), kThreads, 0, s>>>(b);
+  batch_kernel<N>
+      <<<dim3(static_cast<unsigned>(grid), static_cast<unsigned>(n)), kThreads, 0, s>>>(b);
   LOOM_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
