@@ -33,10 +33,10 @@ namespace loom {
     "ranks alike)")                                                                          \
   X(pipeline_min, "LOOM_PIPELINE_MIN", "4194304",                                            \
     "smallest staged message sent in pipelined chunks (bytes)")                              \
-  X(batch_packs, "LOOM_BATCH_PACKS", "1",                                                    \
+  X(batch_packs, "LOOM_BATCH_PACKS", "auto",                                                 \
     "device method: the packs of sends posted one after another go in a few batch launches " \
     "at the next completion call, receive or wait for a pack (or 50 us later, by a thread "  \
-    "of Loom's); 0: each send launches its own pack")                                        \
+    "of Loom's): 1|0|auto (on unless MPI was initialised with MPI_THREAD_MULTIPLE)")         \
   X(mpi_cuda_aware, "LOOM_MPI_CUDA_AWARE", "auto",                                           \
     "the MPI moves device memory itself: auto (MPIX_Query_cuda_support, or UCX with CUDA "   \
     "under Open MPI's pml ucx)|1 (trust it)|0; then contiguous device messages to other "    \
