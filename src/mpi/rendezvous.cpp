@@ -167,9 +167,9 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   if (rv->channel_)
     LOOM_INFO(kTransport, "device method to %s: by %s",
               rv->channel_all_ ? "every other process" : "other nodes", rv->channel_->name());
-  // Not under MPI_THREAD_MULTIPLE by default: MPICH's threads suite
-  // (mpi.threads.latepack) then got a message packed from its sender's next
-  // buffer in 4 runs of 6 with batching, 1 of 14 without (docs/interposer.md).
+  // Not under MPI_THREAD_MULTIPLE by default (docs/interposer.md): a race
+  // of the request table with threads showed there first (fixed), and a
+  // multi-threaded soak stalled once with batching on (not understood).
   int level = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&level);
   const std::string& bp = knobs().batch_packs;

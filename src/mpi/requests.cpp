@@ -24,7 +24,22 @@ PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
 }
 
 void RequestTable::add(MPI_Request r, PendingOp op) {
-  if (r != MPI_REQUEST_NULL) {
+  // A device-method send on a handle the MPI has shared before, and
+  // complete now: its pack goes to the shared mark, not under the handle,
+  // where another thread's completion of the same handle could take it and
+  // its own completion (finding nothing) would not wait for the pack.
+  bool shared_now = false;
+  if (op.packing && r != MPI_REQUEST_NULL) {
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      known = std::find(shared_.begin(), shared_.end(), r) != shared_.end();
+    }
+    int done = 0;
+    if (known && PMPI_Request_get_status(r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done)
+      shared_now = true;
+  }
+  if (r != MPI_REQUEST_NULL && !shared_now) {
     std::lock_guard<std::mutex> lk(mu_);
     if (ops_.try_emplace(r, std::move(op)).second) {  // op stays put when r is held already
       n_.fetch_add(1, std::memory_order_release);
