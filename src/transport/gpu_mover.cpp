@@ -349,29 +349,9 @@ class GpuMover final : public Mover {
   }
   Status unpack_async(const Message& m, const void* src, size_t received, void* user,
                       std::vector<std::shared_ptr<void>>& keep) override {
-    if (received == 0 || m.bytes == 0) return Status::ok();
-    if (int64_t base = 0; contiguous_at(m, &base))
-      return cuda_status(cudaMemcpyAsync(static_cast<char*>(user) + base, src, received,
-                                         cudaMemcpyDeviceToDevice, stream_),
-                         "copy from peer");
-    if (static_cast<int64_t>(received) != m.bytes) return unpack_from_peer(m, src, received, user);
-    auto gl = gpu_layout(m);
-    if (!gl) return gl.status();
-    if (on_this_gpu(src)) {  // a peer sharing this GPU: the kernel reads its segment directly
-      LOOM_TRY(pack::gpu_unpack(*gl.value(), src, user, stream_));
-      keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
-      return Status::ok();
-    }
-    auto l = scratch_lease(received);
-    if (!l) return unpack_from_peer(m, src, received, user);
-    auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
-    LOOM_TRY(cuda_status(
-        cudaMemcpyAsync(scratch->get(), src, received, cudaMemcpyDeviceToDevice, stream_),
-        "copy from peer"));
-    LOOM_TRY(pack::gpu_unpack(*gl.value(), scratch->get(), user, stream_));
-    keep.push_back(scratch);
-    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
-    return Status::ok();
+    pack::GpuJob job;
+    LOOM_TRY(issue_unpack({&m, src, received, user}, keep, &job));
+    return job.layout ? pack::gpu_run_many(&job, 1, stream_) : Status::ok();
   }
   void unpack_many_async(const std::vector<UnpackItem>& items,
                          std::vector<std::shared_ptr<void>>& keep,
@@ -380,36 +360,10 @@ class GpuMover final : public Mover {
     std::vector<pack::GpuJob> jobs;
     std::vector<size_t> of;  // the item of each job
     for (size_t i = 0; i < items.size(); ++i) {
-      const UnpackItem& it = items[i];
-      const Message& m = *it.m;
-      // Copies, partial messages and fallbacks as unpack_async does them.
-      if (int64_t base = 0; it.received == 0 || m.bytes == 0 || contiguous_at(m, &base) ||
-                            static_cast<int64_t>(it.received) != m.bytes) {
-        each[i] = unpack_async(m, it.src, it.received, it.user, keep);
-        continue;
-      }
-      auto gl = gpu_layout(m);
-      if (!gl) {
-        each[i] = gl.status();
-        continue;
-      }
-      const void* src = it.src;
-      if (!on_this_gpu(src)) {  // over the link by copy engine, then unpacked here
-        auto l = scratch_lease(it.received);
-        if (!l) {
-          each[i] = unpack_from_peer(m, it.src, it.received, it.user);
-          continue;
-        }
-        auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
-        each[i] = cuda_status(
-            cudaMemcpyAsync(scratch->get(), src, it.received, cudaMemcpyDeviceToDevice, stream_),
-            "copy from peer");
-        if (!each[i]) continue;
-        src = scratch->get();
-        keep.push_back(scratch);
-      }
-      keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
-      jobs.push_back({gl.value().get(), it.user, const_cast<void*>(src), false});
+      pack::GpuJob job;
+      each[i] = issue_unpack(items[i], keep, &job);
+      if (!each[i] || !job.layout) continue;
+      jobs.push_back(job);
       of.push_back(i);
     }
     if (jobs.empty()) return;
@@ -437,6 +391,39 @@ class GpuMover final : public Mover {
   size_t bytes_in_use() const override { return pinned_.bytes_in_use() + scratch_.bytes_in_use(); }
 
  private:
+  // One unpack of unpack_async and unpack_many_async, issued on the stream
+  // (copies, partial messages, staging from another GPU), except its kernel,
+  // which is left in *job (job->layout null: no kernel to run). What must
+  // live until the stream reaches it goes into `keep`.
+  Status issue_unpack(const UnpackItem& it, std::vector<std::shared_ptr<void>>& keep,
+                      pack::GpuJob* job) {
+    *job = pack::GpuJob{};
+    const Message& m = *it.m;
+    if (it.received == 0 || m.bytes == 0) return Status::ok();
+    if (int64_t base = 0; contiguous_at(m, &base))
+      return cuda_status(cudaMemcpyAsync(static_cast<char*>(it.user) + base, it.src, it.received,
+                                         cudaMemcpyDeviceToDevice, stream_),
+                         "copy from peer");
+    if (static_cast<int64_t>(it.received) != m.bytes)
+      return unpack_from_peer(m, it.src, it.received, it.user);
+    auto gl = gpu_layout(m);
+    if (!gl) return gl.status();
+    const void* src = it.src;
+    if (!on_this_gpu(src)) {  // over the link by copy engine, then unpacked here
+      auto l = scratch_lease(it.received);
+      if (!l) return unpack_from_peer(m, it.src, it.received, it.user);
+      auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
+      LOOM_TRY(cuda_status(
+          cudaMemcpyAsync(scratch->get(), src, it.received, cudaMemcpyDeviceToDevice, stream_),
+          "copy from peer"));
+      src = scratch->get();
+      keep.push_back(scratch);
+    }
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gl.value()));
+    *job = {gl.value().get(), it.user, const_cast<void*>(src), false};
+    return Status::ok();
+  }
+
   Result<pack::PoolLease> scratch_lease(size_t bytes) {
     if (no_pools_) return Status(Err::kNoMemory, "pools off (LOOM_TEST_NO_POOLS)");
     return pack::lease(scratch_, bytes);
