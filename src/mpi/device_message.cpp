@@ -38,6 +38,7 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
 bool fill_message(const CommittedType& t, int count, transport::Message* m) {
   m->form = t.info.form;
   m->one = &t.layout;
+  m->hold = t.weak_from_this().lock();
   m->count = count;
   m->extent = t.info.extent;
   return type::checked_mul(count, t.info.size, &m->bytes);

@@ -42,8 +42,8 @@ Result<TypeRegistry::Entry> TypeRegistry::insert(MPI_Datatype t) {
     return s;
   }
   info->form = intern(info->form);
-  auto e = std::make_shared<const CommittedType>(
-      CommittedType{std::move(info.value()), std::move(layout.value())});
+  auto e =
+      std::make_shared<const CommittedType>(std::move(info.value()), std::move(layout.value()));
   by_handle_[t] = e;
   unsupported_.erase(t);
   LOOM_DEBUG(kType, "commit: form %s hash %016llx", type::to_string(e->info.form).c_str(),

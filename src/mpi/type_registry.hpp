@@ -21,7 +21,10 @@
 
 namespace loom::mpi {
 
-struct CommittedType {
+// enable_shared_from_this: a message of the type keeps it (and its layout)
+// while a pack still to run reads it, after the user freed the type.
+struct CommittedType : std::enable_shared_from_this<CommittedType> {
+  CommittedType(type::TypeInfo i, pack::Layout l) : info(std::move(i)), layout(std::move(l)) {}
   type::TypeInfo info;
   pack::Layout layout;  // one element
 };

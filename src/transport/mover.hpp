@@ -29,6 +29,8 @@ struct Message {
   int64_t count = 0;
   int64_t extent = 0;
   int64_t bytes = 0;  // packed size: count * type size
+  // Keeps `one` alive (a deferred pack may run after the user freed the type).
+  std::shared_ptr<const void> hold;
 };
 
 struct Staged {

@@ -594,6 +594,45 @@ TEST_F(P2P, FreedSendRequestStillDelivers) {
   MPI_Wait(&r, MPI_STATUS_IGNORE);
 }
 
+// MPI allows freeing a type once the sends that use it are started. A
+// device-method send's pack may run later (batched packs): it must still
+// read the type's layout, not freed memory (AddressSanitizer's CI run).
+TEST_F(P2P, TypeFreedWhileItsSendsAreInFlight) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  constexpr int kSends = 12;
+  auto make = [](int k) {
+    MPI_Datatype t;
+    MPI_Type_vector(3 + k, 2, 5 + k % 3, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    return t;
+  };
+  std::vector<Buffer> bufs;
+  bufs.reserve(kSends);  // the buffers stay put while their messages are in flight
+  std::vector<MPI_Request> reqs(kSends);
+  std::vector<MPI_Datatype> kept(kSends, MPI_DATATYPE_NULL);
+  for (int k = 0; k < kSends; ++k) {
+    MPI_Datatype t = make(k);
+    bufs.emplace_back(t, 2, me % 2 == 0 ? 300 + k : 0);
+    if (me % 2 == 0) {
+      ASSERT_EQ(MPI_Isend(bufs[k].origin(), 2, t, peer, 40 + k, MPI_COMM_WORLD, &reqs[k]),
+                MPI_SUCCESS);
+      MPI_Type_free(&t);  // the send is started: its pack may not have run yet
+    } else {
+      ASSERT_EQ(MPI_Irecv(bufs[k].origin(), 2, t, peer, 40 + k, MPI_COMM_WORLD, &reqs[k]),
+                MPI_SUCCESS);
+      kept[k] = t;
+    }
+  }
+  ASSERT_EQ(MPI_Waitall(kSends, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  if (me % 2 == 0) return;
+  for (int k = 0; k < kSends; ++k) {
+    Buffer from(kept[k], 2, 300 + k), initial(kept[k], 2, 0);
+    EXPECT_EQ(bufs[k].bytes, expected(kept[k], 2, from, kept[k], 2, initial)) << "send " << k;
+    MPI_Type_free(&kept[k]);
+  }
+}
+
 TEST_F(P2P, CancelledReceiveLeavesBufferAlone) {
   std::vector<int> buf(32, 42);
   MPI_Request r;
