@@ -13,12 +13,31 @@
 
 namespace loom::mpi {
 
+void keep_type(PendingOp& op, MPI_Datatype type) {
+  op.mpi_type = type;
+  op.type_hold.reset();
+  int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
+  if (type == MPI_DATATYPE_NULL ||
+      PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
+      combiner == MPI_COMBINER_NAMED)
+    return;  // predefined types live as long as the MPI
+  MPI_Datatype copy = MPI_DATATYPE_NULL;
+  if (PMPI_Type_dup(type, &copy) != MPI_SUCCESS) return;
+  op.mpi_type = copy;
+  op.type_hold = std::shared_ptr<void>(new MPI_Datatype(copy), [](void* p) {
+    auto* t = static_cast<MPI_Datatype*>(p);
+    int done = 0;
+    if (PMPI_Finalized(&done) == MPI_SUCCESS && !done) PMPI_Type_free(t);
+    delete t;
+  });
+}
+
 PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
   PendingOp op;
   op.kind = PendingOp::Kind::kHostRecv;
   op.user = buf;
   op.count = count;
-  op.mpi_type = type;
+  keep_type(op, type);
   op.comm = comm;
   return op;
 }

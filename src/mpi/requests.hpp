@@ -43,7 +43,10 @@ struct PendingOp {
   int64_t span_lo = 0;
   // kSpanRecv and kHostRecv: the receive as the user posted it.
   int count = 0;
+  // (A copy of the user's type, for derived ones: MPI lets the user free
+  // the type once the receive is posted; type_hold frees the copy.)
   MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
+  std::shared_ptr<void> type_hold;
   MPI_Comm comm = MPI_COMM_NULL;
   // Persistent receive templates: what MPI_Start matches kept messages by.
   int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
@@ -76,6 +79,9 @@ void pull_together(const std::vector<Landed>& landed);
 
 // The op that watches a receive into host memory (kHostRecv).
 PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
+// Sets op.mpi_type to `type`, or to a copy of it that op holds where the
+// user may free it while the op still needs it (a derived type).
+void keep_type(PendingOp& op, MPI_Datatype type);
 
 class RequestTable {
  public:

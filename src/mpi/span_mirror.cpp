@@ -56,7 +56,7 @@ PendingOp span_recv_op(const SpanMirror& m, MPI_Comm comm) {
   op.kind = PendingOp::Kind::kSpanRecv;
   op.user = m.user;
   op.count = m.count;
-  op.mpi_type = m.type;
+  keep_type(op, m.type);
   op.comm = comm;
   op.span_lo = m.lo;
   if (m.set) {
