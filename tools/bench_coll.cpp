@@ -282,9 +282,73 @@ void halo(int m, double rate, FILE* csv) {
   MPI_Comm_free(&cart);
 }
 
+// The nonblocking forms, each MPI_I... followed by MPI_Wait. Columns:
+// `auto` Loom's schedule of point-to-point messages (coll_schedule.hpp),
+// `mirror` the MPI's own on host mirrors (what every nonblocking call on
+// device buffers did before the schedules), `node` the blocking call in
+// auto mode (the schedule's cost against the blocking engines), `user`
+// the user-level path.
+void nonblocking(size_t top, size_t big, double rate, FILE* csv) {
+  const int n = g_size;
+  std::vector<Row> rows;
+  auto wait = [](MPI_Request q) { MPI_Wait(&q, MPI_STATUS_IGNORE); };
+  auto both = [](Row& row, int reps, const std::function<void()>& fn) {
+    loom_set_coll_method("auto");
+    row.aut = timed(reps, fn);
+    loom_set_coll_method("mirror");
+    row.mirror = timed(reps, fn);
+    loom_set_coll_method("auto");
+  };
+  for (size_t per = 4096; per <= top; per *= 8) {
+    cli::progress("loom-bench", "coll: Ialltoall, %zu bytes a peer", per);
+    Bufs b(per * n, per * n);
+    const int c = static_cast<int>(per);
+    const int reps = reps_for(per * n);
+    Row row{"Ialltoall", per * n, 0, 0, 0, 0, 0, static_cast<double>(per * n) * n / rate};
+    both(row, reps, [&] {
+      MPI_Request q;
+      MPI_Ialltoall(b.dsend, c, MPI_BYTE, b.drecv, c, MPI_BYTE, MPI_COMM_WORLD, &q);
+      wait(q);
+    });
+    row.node = timed(
+        reps, [&] { MPI_Alltoall(b.dsend, c, MPI_BYTE, b.drecv, c, MPI_BYTE, MPI_COMM_WORLD); });
+    row.user = timed(reps, [&] {
+      b.user_level([&](void* s, void* r) {
+        MPI_Request q;
+        MPI_Ialltoall(s, c, MPI_BYTE, r, c, MPI_BYTE, MPI_COMM_WORLD, &q);
+        wait(q);
+      });
+    });
+    rows.push_back(row);
+  }
+  for (size_t bytes = 4096; bytes <= big; bytes *= 16) {
+    cli::progress("loom-bench", "coll: Iallreduce, %zu bytes", bytes);
+    Bufs b(bytes, bytes);
+    const int count = static_cast<int>(bytes / sizeof(float));
+    const int reps = reps_for(bytes);
+    Row row{"Iallreduce float sum", bytes, 0, 0, 0, 0, 0, static_cast<double>(bytes) * n / rate};
+    both(row, reps, [&] {
+      MPI_Request q;
+      MPI_Iallreduce(b.dsend, b.drecv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+      wait(q);
+    });
+    row.node = timed(
+        reps, [&] { MPI_Allreduce(b.dsend, b.drecv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); });
+    row.user = timed(reps, [&] {
+      b.user_level([&](void* s, void* r) {
+        MPI_Request q;
+        MPI_Iallreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+        wait(q);
+      });
+    });
+    rows.push_back(row);
+  }
+  print(rows, csv);
+}
+
 }  // namespace
 
-int bench_coll(bool quick, const char* csv_path) {
+int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   // A GPU a rank where there are enough (one node); else ranks share them.
@@ -309,7 +373,13 @@ int bench_coll(bool quick, const char* csv_path) {
   if (g_rank == 0)
     std::printf("loom-bench coll: %d ranks; device-to-device copy rate %.0f GB/s\n", n, rate / 1e9);
   const size_t top = quick ? (size_t{4} << 20) : (size_t{16} << 20);
+  const size_t big = quick ? (size_t{16} << 20) : (size_t{256} << 20);
   std::vector<Row> rows;
+  if (nonblocking_only) {
+    nonblocking(top, big, rate, csv);
+    if (csv) std::fclose(csv);
+    return 0;
+  }
 
   // Alltoall: `per` bytes to and from each peer.
   for (size_t per = 1024; per <= top; per *= 4) {
@@ -367,7 +437,6 @@ int bench_coll(bool quick, const char* csv_path) {
   rows.clear();
 
   // Allreduce (float sum), Bcast, Scan, Allgather, Reduce_scatter_block.
-  const size_t big = quick ? (size_t{16} << 20) : (size_t{256} << 20);
   for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
     const int count = static_cast<int>(bytes / sizeof(float));
     const int reps = reps_for(bytes);
@@ -456,6 +525,7 @@ int bench_coll(bool quick, const char* csv_path) {
   print(rows, csv);
   rows.clear();
   halo(quick ? 32 : 64, rate, csv);
+  nonblocking(top, big, rate, csv);
   if (csv) std::fclose(csv);
 #ifdef LOOM_HAVE_NCCL
   g_nccl = nullptr;

@@ -3,9 +3,9 @@
 //   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
 //   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
 //   loom-bench pingpong [--quick] [--csv F]  device messages by each method vs the naive baseline
-//   (2 ranks) loom-bench coll [--quick] [--csv F]  collectives on device buffers vs user-level
-//   staging loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs CPU-driven (2
-//   ranks)
+//   (2 ranks) loom-bench coll [--quick] [--csv F] [--nonblocking]  collectives on device buffers vs
+//   user-level staging loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs
+//   CPU-driven (2 ranks)
 // Output is a Markdown table; docs/ keeps the committed results. Progress
 // (a line per case or size) goes to stderr unless --quiet.
 #include <mpi.h>
@@ -223,6 +223,7 @@ const char* kUsage =
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
     "  --csv FILE   coll, pingpong: also write the rows to FILE (rank 0)\n"
+    "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
     "  -h, --help   this text\n"
     "examples:\n"
     "  loom-bench pack --quick\n"
@@ -239,13 +240,15 @@ int main(int argc, char** argv) {
   if (std::none_of(std::begin(cmds), std::end(cmds),
                    [&](const char* c) { return std::strcmp(argv[1], c) == 0; }))
     return cli::usage_error("loom-bench", std::string("unknown benchmark ") + argv[1]);
-  bool quick = false, quiet = false;
+  bool quick = false, quiet = false, nonblocking = false;
   const char* csv = nullptr;
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else if (std::strcmp(argv[i], "--quiet") == 0) {
       quiet = true;
+    } else if (std::strcmp(argv[i], "--nonblocking") == 0 && std::strcmp(argv[1], "coll") == 0) {
+      nonblocking = true;
     } else if (std::strcmp(argv[i], "--csv") == 0) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench", "--csv needs a file name");
       csv = argv[++i];
@@ -267,10 +270,10 @@ int main(int argc, char** argv) {
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
-           : std::strcmp(argv[1], "coll") == 0     ? loom::tools::bench_coll(quick, csv)
-           : std::strcmp(argv[1], "stream") == 0   ? loom::tools::bench_stream(quick)
-           : std::strcmp(argv[1], "memtype") == 0  ? loom::tools::bench_memtype(quick)
-                                                   : bench_passthrough(quick);
+           : std::strcmp(argv[1], "coll") == 0    ? loom::tools::bench_coll(quick, csv, nonblocking)
+           : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick)
+           : std::strcmp(argv[1], "memtype") == 0 ? loom::tools::bench_memtype(quick)
+                                                  : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();
   return rc;

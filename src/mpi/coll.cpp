@@ -43,12 +43,19 @@ namespace engines = loom::mpi::engines;
     LOOM_P describe;                                                            \
     return c.blocking([&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); }); \
   }
-#define LOOM_NONBLOCKING(IName, params, call_args, describe)                                  \
+// The engine runs after `describe` (which only registers the mirrors), so
+// that argument errors found there go to the MPI's own call.
+#define LOOM_NONBLOCKING(IName, params, call_args, describe, engine)                          \
   static_assert(sizeof(&PMPI_##IName) != 0, "not an MPI function");                           \
   int MPI_##IName(LOOM_P params, MPI_Request* req) {                                          \
     Call c(comm, "MPI_" #IName);                                                              \
     c.buffers(LOOM_P call_args);                                                              \
     LOOM_P describe;                                                                          \
+    if (req && c.error() == MPI_SUCCESS) { /* alike on every rank, whatever its buffers */    \
+      c.schedule_into(req);                                                                   \
+      LOOM_P engine;                                                                          \
+      c.schedule_into(nullptr);                                                               \
+    }                                                                                         \
     return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, req); }); \
   }
 #ifdef LOOM_INIT_FN
@@ -69,7 +76,7 @@ namespace engines = loom::mpi::engines;
 // caller's own buffers, before `describe` swaps in their mirrors.
 #define LOOM_COLLECTIVE(Name, IName, params, call_args, describe, engine) \
   LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
-  LOOM_NONBLOCKING(IName, params, call_args, describe)                    \
+  LOOM_NONBLOCKING(IName, params, call_args, describe, engine)            \
   LOOM_PERSISTENT(Name, params, call_args, describe)
 
 extern "C" {

@@ -119,6 +119,11 @@ class Call {
   // An argument error found while registering (0: none).
   int error() const { return err_; }
 
+  // A nonblocking call: the engines may run it as a schedule of messages
+  // whose request goes to *req (coll_schedule.hpp); null for the others.
+  MPI_Request* request() const { return req_; }
+  void schedule_into(MPI_Request* req) { req_ = req; }
+
  private:
   using Setter = std::function<void(void*)>;  // puts the mirror in the caller's argument
   template <class P>
@@ -167,6 +172,7 @@ class Call {
   bool inter_ = false;
   int rank_ = 0, size_ = 1;
   int err_ = MPI_SUCCESS;
+  MPI_Request* req_ = nullptr;
   const char* err_what_ = nullptr;
   std::vector<Pending> pending_;
   std::shared_ptr<MirrorSet> set_;

@@ -1,8 +1,12 @@
 #include "mpi/coll_engines.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 #include "coll/nccl_engine.hpp"
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
+#include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/rendezvous.hpp"
@@ -23,7 +27,8 @@ Mode mode() {
 // the communicator, the message size), so all enter its exchange or none.
 bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   Runtime* rt = runtime();
-  if (!c.active() || c.inter_comm() || c.size() < 2 || !rt->rv || !rt->rv->lends()) return false;
+  if (c.request() || !c.active() || c.inter_comm() || c.size() < 2 || !rt->rv || !rt->rv->lends())
+    return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
   if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
@@ -46,7 +51,8 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
 bool nccl_gate(const Call& c, int64_t bytes, bool can) {
   Runtime* rt = runtime();
   const Mode m = mode();
-  if (!c.active() || c.inter_comm() || (m != Mode::kNccl && m != Mode::kAuto)) return false;
+  if (c.request() || !c.active() || c.inter_comm() || (m != Mode::kNccl && m != Mode::kAuto))
+    return false;
   if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
   if (!coll::nccl::usable(c.comm())) return false;
   int mine = can && !rt->host_as_device() ? 1 : 0, all = 0;  // test mode: host memory
@@ -138,6 +144,53 @@ bool settle(const Call& c, coll::Outcome o, int* rc) {
   return true;
 }
 
+// Whether a nonblocking call runs as a schedule of point-to-point messages
+// (coll_schedule.hpp) rather than the MPI's own on host mirrors: on what
+// every rank sees alike, as for the node engine (`bytes` each receives).
+bool schedule_gate(const Call& c, int64_t bytes) {
+  Runtime* rt = runtime();
+  if (!c.request() || !c.active() || c.error() != MPI_SUCCESS || c.inter_comm() || c.size() < 2 ||
+      !rt->rv || !rt->rv->lends())
+    return false;
+  const Mode m = mode();
+  if (m == Mode::kMirror) return false;
+  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
+  return rt->rv->all_on_node(c.comm());
+}
+
+int start(Call& c, std::shared_ptr<Schedule> s) {
+  LOOM_DEBUG(kMpi, "%s: a schedule of %zu receives and %zu sends", c.fn(), s->recvs.size(),
+             s->sends.size());
+  return start_schedule(c.comm(), std::move(s), c.request());
+}
+
+// The bytes [lo, hi) from buf that `count` elements of t touch.
+bool span_of(const void* buf, int count, MPI_Datatype t, const char** lo, const char** hi) {
+  MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
+  if (PMPI_Type_get_true_extent_x(t, &tlb, &text) != MPI_SUCCESS ||
+      PMPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS)
+    return false;
+  const int64_t shift = int64_t{count - 1} * ext;
+  *lo = static_cast<const char*>(buf) + tlb + std::min<int64_t>(0, shift);
+  *hi = static_cast<const char*>(buf) + tlb + text + std::max<int64_t>(0, shift);
+  return true;
+}
+
+// A copy of [lo, hi), in memory of the same kind (device or host), kept by s.
+char* snapshot(Schedule& s, const char* lo, size_t bytes) {
+  if (bytes == 0) return const_cast<char*>(lo);
+  if (on_device(lo)) {
+    transport::Mover* m = runtime()->mover(transport::Method::kDevice);
+    auto sc = m ? m->scratch(bytes) : Result<transport::Staged>(Status(Err::kNoMemory, "no mover"));
+    if (!sc || !m->copy(sc->dev, lo, bytes).is_ok()) return nullptr;
+    char* at = static_cast<char*>(sc->dev);
+    s.scratch.push_back(std::move(sc.value()));
+    return at;
+  }
+  s.host_scratch.emplace_back(lo, lo + bytes);
+  return s.host_scratch.back().data();
+}
+
 // The blocks of a v, w or neighbour all-to-all on this rank, as the
 // node engine's exchange takes them.
 struct Blocks {
@@ -148,10 +201,23 @@ struct Blocks {
   // Receive block i pairs by key i ^ 1 (a Cartesian grid under Open MPI,
   // set by neighbor_lists), else by i.
   bool by_direction = false;
+  // The same blocks as messages, whatever their memory (a nonblocking
+  // call's schedule), with their places in the argument lists: the MPIs'
+  // own nonblocking neighbour collectives pair repeated neighbours' blocks
+  // in posting order (Open MPI's too, unlike its blocking ones).
+  std::vector<std::pair<int, SchedMsg>> sends, recvs;
+  bool neighbor = false;  // a neighbour collective
+  // The sends read the receive buffer (MPI_IN_PLACE): a schedule sends a copy.
+  bool from_recv = false;
   // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
   // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
   void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t, int i) {
-    if (peer == MPI_PROC_NULL || count == 0 || !can) return;
+    if (peer == MPI_PROC_NULL || count == 0) return;
+    if (count > 0 && type_size(t) > 0) {
+      SchedMsg m{const_cast<char*>(static_cast<const char*>(buf)) + at, count, t, peer};
+      (send ? sends : recvs).emplace_back(i, m);
+    }
+    if (!can) return;
     TypeRegistry::Entry k;
     coll::Block b;
     b.peer = peer;
@@ -209,11 +275,140 @@ struct Blocks {
   }
 };
 
+// A nonblocking call's blocks as a schedule. `bytes`: what each rank
+// receives where every rank sees the same (INT64_MAX: sizes differ by rank).
+bool schedule_blocks(Call& c, Blocks& b, int* rc, int64_t bytes = INT64_MAX) {
+#if !(defined(OPEN_MPI) && OPEN_MPI)
+  // MPICH 4.0 pairs a repeated or self neighbour's blocks in an order of
+  // its own (see plain()); whether a rank has such neighbours is its own.
+  if (b.neighbor) return false;
+#endif
+  if (!schedule_gate(c, bytes)) return false;
+  auto s = std::make_shared<Schedule>();
+  const int n = c.size(), me = c.rank();
+  for (auto& [key, m] : b.sends) {  // a block for every rank (or every other) goes to each
+    if (m.peer == coll::kEveryRank || m.peer == coll::kEveryOther) {
+      for (int p = 0; p < n; ++p)
+        if (p != me || m.peer == coll::kEveryRank) s->sends.push_back({m.buf, m.count, m.type, p});
+    } else {
+      s->sends.push_back(m);
+    }
+  }
+  if (b.from_recv && !s->sends.empty()) {  // the receives would overwrite what goes out
+    const char *lo = nullptr, *hi = nullptr;
+    for (const SchedMsg& m : s->sends) {
+      const char *l = nullptr, *h = nullptr;
+      if (!span_of(m.buf, m.count, m.type, &l, &h)) return false;
+      lo = lo ? std::min(lo, l) : l;
+      hi = hi ? std::max(hi, h) : h;
+    }
+    char* copy = snapshot(*s, lo, static_cast<size_t>(hi - lo));
+    if (!copy) {
+      *rc = raise(c.comm(), MPI_ERR_NO_MEM, "no memory for an in-place collective's copy");
+      return true;
+    }
+    for (SchedMsg& m : s->sends) m.buf = copy + (static_cast<char*>(m.buf) - lo);
+  }
+  // By sender, then key: the order in which each sender's blocks arrive.
+  std::stable_sort(b.recvs.begin(), b.recvs.end(), [](const auto& x, const auto& y) {
+    return x.second.peer != y.second.peer ? x.second.peer < y.second.peer : x.first < y.first;
+  });
+  for (auto& [key, m] : b.recvs) s->recvs.push_back(m);
+  *rc = start(c, std::move(s));
+  return true;
+}
+
+// A nonblocking reduction as a schedule: each rank sends slices of its
+// input to the ranks that fold them, receives the slices it folds, and
+// folds them in rank order, so every rank gets the bits the blocking
+// engines give.
+struct FoldPlan {
+  const void* in = nullptr;  // this rank's input (in place: the receive buffer)
+  void* out = nullptr;       // the result (null: none here)
+  size_t count = 0;          // elements folded into out
+  size_t mine = 0;           // this rank's own slice: elements from here in its input
+  struct Slice {
+    int peer;
+    size_t at, count;  // elements of the input
+  };
+  std::vector<Slice> to;   // what this rank sends
+  std::vector<int> order;  // the ranks folded into out, ascending
+};
+
+bool schedule_fold(Call& c, MPI_Datatype t, MPI_Op op, int64_t bytes, const FoldPlan& f, int* rc) {
+  coll::ReduceOp rop{};
+  coll::Basic basic{};
+  if (!schedule_gate(c, bytes) || !coll::reduce_of(op, t, &rop, &basic) ||
+      !coll::reduce_defined(rop, basic) ||
+      type_size(t) != static_cast<int64_t>(coll::basic_size(basic)))
+    return false;  // user-defined ops and the rest: the MPI's own, on mirrors
+  const size_t es = coll::basic_size(basic);
+  auto s = std::make_shared<Schedule>();
+  char* input = const_cast<char*>(static_cast<const char*>(f.in));
+  for (const auto& sl : f.to)
+    if (sl.count > 0)
+      s->sends.push_back({input + sl.at * es, static_cast<int>(sl.count), t, sl.peer});
+  if (f.out && f.count > 0 && !f.order.empty()) {
+    Runtime* rt = runtime();
+    transport::Mover* mv = rt->mover(transport::Method::kDevice);
+    const bool out_dev = on_device(f.out, static_cast<int>(f.count), t);
+    coll::Reducer* red = out_dev ? rt->reducer() : nullptr;  // else folded on the host
+    const size_t slot = f.count * es, k = f.order.size();
+    char* slots = nullptr;  // one per folded rank, this one's too
+    if (red) {
+      auto sc = mv ? mv->scratch(k * slot) : Result<transport::Staged>(Status(Err::kNoMemory, ""));
+      if (!sc) {
+        *rc = raise(c.comm(), MPI_ERR_NO_MEM, "no device scratch for a nonblocking reduction");
+        return true;
+      }
+      slots = static_cast<char*>(sc->dev);
+      s->scratch.push_back(std::move(sc.value()));
+    } else {
+      s->host_scratch.emplace_back(k * slot + (out_dev ? slot : 0));
+      slots = s->host_scratch.back().data();
+    }
+    const int me = c.rank();
+    for (size_t i = 0; i < k; ++i)
+      if (f.order[i] != me)
+        s->recvs.push_back({slots + i * slot, static_cast<int>(f.count), t, f.order[i]});
+    const char* own = input + f.mine * es;
+    const bool own_dev = on_device(own);
+    const auto mine_at = std::find(f.order.begin(), f.order.end(), me) - f.order.begin();
+    const bool folds_own = static_cast<size_t>(mine_at) < k;
+    void* out = f.out;
+    const size_t count = f.count;
+    s->finish = [=, comm = c.comm()]() {
+      // This rank's slice goes to its slot: in place, the fold overwrites it.
+      char* own_slot = slots + static_cast<size_t>(mine_at) * slot;
+      Status st;
+      if (folds_own) {
+        if (own_dev || red)
+          st = mv ? mv->copy(own_slot, own, slot) : Status(Err::kInternal, "no mover");
+        else
+          std::memcpy(own_slot, own, slot);
+      }
+      std::vector<const void*> in(k);
+      for (size_t i = 0; i < k; ++i) in[i] = slots + i * slot;
+      if (st.is_ok() && red) {
+        st = red->reduce(rop, basic, in.data(), static_cast<int>(k), out, count);
+      } else if (st.is_ok()) {
+        char* to = out_dev ? slots + k * slot : static_cast<char*>(out);
+        st = coll::host_reduce(rop, basic, in.data(), static_cast<int>(k), to, count);
+        if (st.is_ok() && out_dev) st = mv->copy(out, to, slot);
+      }
+      return st.is_ok() ? MPI_SUCCESS : raise(comm, st);
+    };
+  }
+  *rc = start(c, std::move(s));
+  return true;
+}
+
 // The node engine for the v, w and neighbour all-to-alls. Their sizes
 // differ between ranks, so every rank enters the exchange whatever its own
 // (its alltoall is the agreement), and in auto mode a rank whose blocks
 // hold fewer than LOOM_COLL_NODE_MIN bytes declines there.
 bool run_blocks(Call& c, Blocks& b, int* rc) {
+  if (c.request()) return schedule_blocks(c, b, rc);
   coll::NodeEnv env;
   if (!gate(c, INT64_MAX, &env)) return false;
   if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
@@ -317,7 +512,8 @@ bool alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Dataty
                const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
   Blocks b;
   const std::vector<int> all = every_rank(c.size());
-  if (s == MPI_IN_PLACE)
+  b.from_recv = s == MPI_IN_PLACE;
+  if (b.from_recv)
     b.add_v(true, r, all, rcs, rd, rt);  // the data goes out from the receive buffer
   else
     b.add_v(true, s, all, scs, sd, st);
@@ -329,7 +525,8 @@ bool alltoallw(Call& c, const void* s, const int* scs, const int* sd, const MPI_
                void* r, const int* rcs, const int* rd, const MPI_Datatype* rts, int* rc) {
   Blocks b;
   const std::vector<int> all = every_rank(c.size());
-  if (s == MPI_IN_PLACE)
+  b.from_recv = s == MPI_IN_PLACE;
+  if (b.from_recv)
     b.add_w(true, r, all, rcs, rd, rts);
   else
     b.add_w(true, s, all, scs, sd, sts);
@@ -407,6 +604,7 @@ bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const 
 bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                         MPI_Datatype rt, int* rc) {
   Blocks b;
+  b.neighbor = true;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_each(true, s, dst, sc, st);
@@ -417,6 +615,7 @@ bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r
 bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int* rcs,
                          const int* displs, MPI_Datatype rt, int* rc) {
   Blocks b;
+  b.neighbor = true;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_each(true, s, dst, sc, st);
@@ -427,6 +626,7 @@ bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* 
 bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                        MPI_Datatype rt, int* rc) {
   Blocks b;
+  b.neighbor = true;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_even(true, s, dst, sc, st);
@@ -437,6 +637,7 @@ bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r,
 bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, MPI_Datatype st,
                         void* r, const int* rcs, const int* rd, MPI_Datatype rt, int* rc) {
   Blocks b;
+  b.neighbor = true;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_v(true, s, dst, scs, sd, st);
@@ -448,6 +649,7 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
                         const MPI_Datatype* sts, void* r, const int* rcs, const MPI_Aint* rd,
                         const MPI_Datatype* rts, int* rc) {
   Blocks b;
+  b.neighbor = true;
   std::vector<int> src, dst;
   if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
   b.add_w(true, s, dst, scs, sd, sts);
@@ -458,6 +660,14 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  if (c.request()) {                               // the root sends to each rank
+    Blocks b;
+    if (c.rank() == root)
+      b.add(true, buf, coll::kEveryOther, count, 0, t, 0);
+    else
+      b.add(false, buf, root, count, 0, t, 0);
+    return schedule_blocks(c, b, rc, int64_t{count} * type_size(t));
+  }
   char* at = nullptr;
   size_t n = 0;
   if (nccl_gate(c, int64_t{count} * type_size(t), device_run(buf, count, t, &at, &n)))
@@ -467,8 +677,38 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   return settle(c, coll::bcast(env, part(buf, count, t, &keep), root), rc);
 }
 
+// The ranks first..last-1 (as FoldPlan::order).
+std::vector<int> ranks_from(int first, int last) {
+  std::vector<int> v;
+  for (int p = first; p < last; ++p) v.push_back(p);
+  return v;
+}
+
+// FoldPlan::to: the same `count` elements from `at` to each rank of [first, last) but `skip`.
+std::vector<FoldPlan::Slice> slices_to(int first, int last, int skip, size_t at, size_t count) {
+  std::vector<FoldPlan::Slice> v;
+  for (int p = first; p < last; ++p)
+    if (p != skip) v.push_back({p, at, count});
+  return v;
+}
+
+// The input of a reduction: in place, the receive buffer.
+const void* input_of(const void* s, const void* r) {
+  return s == MPI_IN_PLACE ? r : s;
+}
+
 bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int* rc) {
   coll::NodeEnv env;
+  if (c.request()) {  // every rank folds every input
+    if (count < 0) return false;
+    FoldPlan f;
+    f.in = input_of(s, r);
+    f.out = r;
+    f.count = static_cast<size_t>(count);
+    f.to = slices_to(0, c.size(), c.rank(), 0, f.count);
+    f.order = ranks_from(0, c.size());
+    return schedule_fold(c, t, op, int64_t{count} * type_size(t), f, rc);
+  }
   {
     char *in = nullptr, *out = nullptr;
     size_t n = 0;
@@ -490,6 +730,19 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
             int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;
+  if (c.request()) {  // the root folds every input
+    if (count < 0) return false;
+    FoldPlan f;
+    f.in = c.rank() == root ? input_of(s, r) : s;
+    f.count = static_cast<size_t>(count);
+    if (c.rank() == root) {
+      f.out = r;
+      f.order = ranks_from(0, c.size());
+    } else {
+      f.to = {{root, 0, f.count}};
+    }
+    return schedule_fold(c, t, op, int64_t{count} * type_size(t), f, rc);
+  }
   {
     const bool at_root = c.rank() == root;
     char *in = nullptr, *out = nullptr;
@@ -510,6 +763,19 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
 bool reduce_scatter_block(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op,
                           int* rc) {
   coll::NodeEnv env;
+  if (c.request()) {  // rank p folds every rank's p-th block
+    if (count < 0) return false;
+    FoldPlan f;
+    const auto n = static_cast<size_t>(count);
+    f.in = input_of(s, r);
+    f.out = r;
+    f.count = n;
+    f.mine = n * static_cast<size_t>(c.rank());
+    for (int p = 0; p < c.size(); ++p)
+      if (p != c.rank()) f.to.push_back({p, n * static_cast<size_t>(p), n});
+    f.order = ranks_from(0, c.size());
+    return schedule_fold(c, t, op, int64_t{count} * type_size(t), f, rc);
+  }
   {
     // MPI's in-place form keeps the result at the start of the buffer,
     // NCCL's at this rank's block: in place stays with the other engines.
@@ -542,6 +808,23 @@ bool reduce_scatter(Call& c, const void* s, void* r, const int* rcs, MPI_Datatyp
     all += rcs[p];
   }
   // Every rank sees the same counts: the gate's size is the mean block.
+  if (c.request()) {  // rank p folds every rank's counts[p] elements from sum(counts[0..p-1])
+    if (all > INT32_MAX) return false;
+    FoldPlan f;
+    f.in = input_of(s, r);
+    f.out = r;
+    f.count = counts[static_cast<size_t>(c.rank())];
+    size_t at = 0;
+    for (int p = 0; p < c.size(); ++p) {
+      if (p == c.rank())
+        f.mine = at;
+      else
+        f.to.push_back({p, at, counts[static_cast<size_t>(p)]});
+      at += counts[static_cast<size_t>(p)];
+    }
+    f.order = ranks_from(0, c.size());
+    return schedule_fold(c, t, op, all * type_size(t) / c.size(), f, rc);
+  }
   if (all > INT32_MAX || !gate(c, all * type_size(t) / c.size(), &env)) return false;
   const int mine = rcs[c.rank()];
   // In place, the input is the whole receive buffer, and the result its start.
@@ -553,6 +836,16 @@ bool reduce_scatter(Call& c, const void* s, void* r, const int* rcs, MPI_Datatyp
 bool scan(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, bool exclusive,
           int* rc) {
   coll::NodeEnv env;
+  if (c.request()) {  // rank r folds ranks 0..r (Exscan: 0..r-1)
+    if (count < 0) return false;
+    FoldPlan f;
+    f.in = input_of(s, r);
+    f.count = static_cast<size_t>(count);
+    f.to = slices_to(c.rank() + 1, c.size(), -1, 0, f.count);
+    f.order = ranks_from(0, exclusive ? c.rank() : c.rank() + 1);
+    if (!f.order.empty()) f.out = r;
+    return schedule_fold(c, t, op, int64_t{count} * type_size(t), f, rc);
+  }
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   // Exscan leaves rank 0's output undefined (it may be any buffer), unless
   // it holds the input (in place).
@@ -578,6 +871,20 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
     if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
       return nccl_settle(c, coll::nccl::allgather(c.comm(), in, out, each), rc);
   }
+  if (c.request()) {
+    Blocks b;
+    const bool inpl = s == MPI_IN_PLACE;
+    const int me = c.rank();
+    auto e = runtime()->types.lookup(rt);
+    if (!e) return false;
+    const int64_t blk = e.value()->info.extent * rcount;
+    if (inpl)
+      b.add(true, r, coll::kEveryOther, rcount, me * blk, rt, 0);
+    else
+      b.add(true, s, coll::kEveryRank, sc, 0, st, 0);
+    b.add_even(false, r, ranks_but(c.size(), inpl ? me : -1), rcount, rt);
+    return schedule_blocks(c, b, rc, int64_t{rcount} * type_size(rt) * c.size());
+  }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;
   int64_t stride = 0;
@@ -598,6 +905,17 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
     if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
       return nccl_settle(
           c, coll::nccl::alltoall(c.comm(), in, out, rn / static_cast<size_t>(c.size())), rc);
+  }
+  if (c.request()) {
+    Blocks b;
+    const std::vector<int> all = every_rank(c.size());
+    b.from_recv = s == MPI_IN_PLACE;
+    if (b.from_recv)
+      b.add_even(true, r, all, rcount, rt);
+    else
+      b.add_even(true, s, all, sc, st);
+    b.add_even(false, r, all, rcount, rt);
+    return schedule_blocks(c, b, rc, int64_t{rcount} * type_size(rt) * c.size());
   }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;

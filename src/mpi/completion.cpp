@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "mpi/coll_schedule.hpp"
 #include "mpi/next.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
@@ -24,6 +25,7 @@ RequestTable* active_table() {
   Runtime* rt = runtime();
   if (!rt) return nullptr;
   if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
+  progress_schedules();            // nonblocking collectives' messages
   if (rt->requests.empty()) return nullptr;
   rt->requests.progress();
   // With zero-copy sends on, a sender waits until its receiver has read the
@@ -43,8 +45,10 @@ int poll_until(Test test) {
     if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || flag) return rc;
   }
 }
+// The same while a nonblocking collective's schedule is in flight: its
+// request completes only when a completion call finds its messages done.
 bool polling(RequestTable* t) {
-  return t && runtime()->zero_copy_on();
+  return (t && runtime()->zero_copy_on()) || schedules_live();
 }
 
 // The ops of an array of requests, taken out of the table for one call.

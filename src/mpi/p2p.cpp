@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
@@ -98,9 +99,11 @@ int stage_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, DevicePla
   op.mover = p.mover;
   op.user = buf;
   op.count = count;
-  op.mpi_type = type;
   op.comm = comm;
-  if (!p.span()) {
+  if (p.span()) {
+    keep_type(op, type);  // the span's receive reads it at completion
+  } else {
+    op.mpi_type = type;
     op.type = p.type;
     op.msg = p.msg;
   }
@@ -130,7 +133,7 @@ bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int des
   Runtime* rt = runtime();
   int64_t base = 0;
   if (p.span() || p.method != transport::Method::kDevice || !rt->zero_copy(p.msg) ||
-      !transport::contiguous_at(p.msg, &base))
+      posting_schedule() || !transport::contiguous_at(p.msg, &base))
     return false;
   const int to = rt->rv->world_rank(comm, dest);
   if (to < 0 || rt->rv->channel_to(to)) return false;  // a channel peer cannot map it

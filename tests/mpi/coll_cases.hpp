@@ -2231,6 +2231,58 @@ TEST_F(Coll, ManyInFlightEveryCompletionCall) {
   }
 }
 
+// MPI's progress rule for nonblocking collectives: a rank's collective
+// completes while a peer, its own call made, blocks outside Loom until the
+// first rank's wait is over (rank 0 receives what rank 1 sends only after
+// its MPI_Wait). Loom must not make one rank's completion wait for a
+// peer's completion call. Large enough for the engines in auto mode.
+TEST_F(Coll, NonblockingCompletesWhilePeerBlocksElsewhere) {
+  const int P = x_.size, me = x_.rank;
+  constexpr int kInts = 1 << 14;  // 64 KiB a peer
+  const size_t bytes = sizeof(int) * kInts * static_cast<size_t>(P);
+  Backend& be = backend();
+  void* s = be.alloc(bytes, true);
+  void* r = be.alloc(bytes, true);
+  void* sum = be.alloc(sizeof(int) * kInts, true);
+  std::vector<int> h(kInts * static_cast<size_t>(P));
+  for (size_t i = 0; i < h.size(); ++i) h[i] = me * 1000003 + static_cast<int>(i);
+  be.put(s, h.data(), bytes, true);
+  for (int how = 0; how < 2; ++how) {  // Ialltoall, then Iallreduce
+    Watchdog::get().note(how == 0 ? "MPI_Ialltoall, rank 0 blocked in a receive"
+                                  : "MPI_Iallreduce, rank 0 blocked in a receive");
+    MPI_Request req;
+    int rc = how == 0 ? MPI_Ialltoall(s, kInts, MPI_INT, r, kInts, MPI_INT, x_.comm, &req)
+                      : MPI_Iallreduce(s, sum, kInts, MPI_INT, MPI_SUM, x_.comm, &req);
+    ASSERT_EQ(rc, MPI_SUCCESS);
+    int token = 0;
+    if (me == 0) {
+      PMPI_Recv(&token, 1, MPI_INT, 1, 77, x_.ctrl, MPI_STATUS_IGNORE);
+      EXPECT_EQ(MPI_Wait(&req, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    } else {
+      EXPECT_EQ(MPI_Wait(&req, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      if (me == 1) PMPI_Send(&token, 1, MPI_INT, 0, 77, x_.ctrl);
+    }
+    std::vector<int> got(how == 0 ? h.size() : static_cast<size_t>(kInts));
+    be.get(got.data(), how == 0 ? r : sum, sizeof(int) * got.size(), true);
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      int want = 0;
+      if (how == 0) {
+        const int p = static_cast<int>(i / kInts), j = static_cast<int>(i % kInts);
+        want = p * 1000003 + me * kInts + j;
+      } else {
+        for (int p = 0; p < P; ++p) want += p * 1000003 + static_cast<int>(i);
+      }
+      bad += got[i] != want;
+    }
+    EXPECT_EQ(bad, 0) << rank_tag() << (how == 0 ? "MPI_Ialltoall" : "MPI_Iallreduce")
+                      << ": wrong elements";
+  }
+  be.release(s, true);
+  be.release(r, true);
+  be.release(sum, true);
+}
+
 TEST_F(Coll, PersistentStartedTogether) {
   if (!LOOM_HAVE_PCOLL) GTEST_SKIP() << "this MPI has no persistent collectives";
   const Pair& mixed = menu_[3];

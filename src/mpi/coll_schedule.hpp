@@ -1,0 +1,66 @@
+// Nonblocking collectives on device buffers as schedules of Loom's own
+// point-to-point messages (the libNBC design): MPI_Ialltoall and its kin
+// post every message of the call at once, on a private twin of the
+// communicator, and the request the caller gets completes once they all
+// have, after a last local step (a reduction's fold in rank order).
+//
+//   MPI_Ialltoall(dev...) --> Irecv x n, Isend x n on the twin (Loom's own:
+//                             the device method, any datatype, any placement)
+//   MPI_Wait(req)         --> Testall of those; then fold; Grequest_complete
+//
+// Everything a rank sends is posted by the call itself, so a rank's
+// collective completes with its peers' calls made and their MPI progressing,
+// whatever they do next (a blocking receive of a message sent after the
+// peer's wait included): no rank waits for a peer's completion call.
+// Because every rank posts all of its messages, buffers on the host and on
+// the device mix freely between ranks and no agreement is needed.
+#pragma once
+
+#include <mpi.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "transport/mover.hpp"
+
+namespace loom::mpi {
+
+// One message of a schedule: `count` elements of `type` at `buf`, to or
+// from `peer` (a rank of the caller's communicator).
+struct SchedMsg {
+  void* buf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int peer = 0;
+};
+
+struct Schedule {
+  // Receives post first, in order: the k-th receive from a peer matches the
+  // k-th message it sends (one tag, MPI's non-overtaking order).
+  std::vector<SchedMsg> recvs, sends;
+  // After every message has completed (a reduction's fold): an MPI error code.
+  std::function<int()> finish;
+  // Memory that must live until then (copies of in-place inputs, received
+  // inputs of a fold).
+  std::vector<transport::Staged> scratch;
+  std::vector<std::vector<char>> host_scratch;
+};
+
+// Posts s's messages on comm's twin and hands the caller its request in
+// *req. Errors go through comm's handler.
+int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req);
+
+// Tests the messages of every schedule in flight and completes the requests
+// of those done (each completion call runs it first).
+void progress_schedules();
+// This thread is posting a schedule's messages. Its sends are then never
+// zero-copy ones, which complete only once the receiver has read them:
+// the collective would then wait for a peer's completion call.
+bool posting_schedule();
+
+// Some schedule is in flight: a blocking completion call must poll, since
+// the MPI alone would never complete its request.
+bool schedules_live();
+
+}  // namespace loom::mpi
