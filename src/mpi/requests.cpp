@@ -15,7 +15,7 @@ namespace loom::mpi {
 
 void keep_type(PendingOp& op, MPI_Datatype type) {
   op.mpi_type = type;
-  op.type_hold.reset();
+  op.type_copy.reset();
   int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
   if (type == MPI_DATATYPE_NULL ||
       PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
@@ -23,9 +23,7 @@ void keep_type(PendingOp& op, MPI_Datatype type) {
     return;  // predefined types live as long as the MPI
   MPI_Datatype copy = MPI_DATATYPE_NULL;
   if (PMPI_Type_dup(type, &copy) != MPI_SUCCESS) return;
-  op.mpi_type = copy;
-  op.type_hold = std::shared_ptr<void>(new MPI_Datatype(copy), [](void* p) {
-    auto* t = static_cast<MPI_Datatype*>(p);
+  op.type_copy = std::shared_ptr<MPI_Datatype>(new MPI_Datatype(copy), [](MPI_Datatype* t) {
     int done = 0;
     if (PMPI_Finalized(&done) == MPI_SUCCESS && !done) PMPI_Type_free(t);
     delete t;
@@ -402,7 +400,7 @@ int finish(PendingOp& op, MPI_Status& st) {
   MPI_Test_cancelled(&st, &cancelled);
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
   if (op.kind == PendingOp::Kind::kHostRecv)
-    return check_typed_recv(op.user, op.count, op.mpi_type, op.comm, st);
+    return check_typed_recv(op.user, op.count, op.completion_type(), op.comm, st);
   MPI_Count received = 0;
   MPI_Get_elements_x(&st, MPI_BYTE, &received);
   if (received == MPI_UNDEFINED || received < 0) received = 0;
@@ -418,7 +416,7 @@ int finish(PendingOp& op, MPI_Status& st) {
     s = op.mover->unpack(op.msg, op.staged, static_cast<size_t>(received), op.user);
   } else {  // the whole span comes back: gaps are as they were sent down
     char* host_view = static_cast<char*>(op.staged.host) - op.span_lo;
-    const int rc = check_typed_recv(host_view, op.count, op.mpi_type, op.comm, st);
+    const int rc = check_typed_recv(host_view, op.count, op.completion_type(), op.comm, st);
     if (rc != MPI_SUCCESS && rc != MPI_ERR_TRUNCATE) return rc;
     s = op.mover->copy_from_host(static_cast<char*>(op.user) + op.span_lo, op.staged.host,
                                  op.staged.bytes);

@@ -43,10 +43,11 @@ struct PendingOp {
   int64_t span_lo = 0;
   // kSpanRecv and kHostRecv: the receive as the user posted it.
   int count = 0;
-  // (A copy of the user's type, for derived ones: MPI lets the user free
-  // the type once the receive is posted; type_hold frees the copy.)
   MPI_Datatype mpi_type = MPI_DATATYPE_NULL;
-  std::shared_ptr<void> type_hold;
+  // kHostRecv, kSpanRecv: a copy of a derived mpi_type that completion
+  // reads (MPI lets the user free the type once the receive is posted).
+  std::shared_ptr<MPI_Datatype> type_copy;
+  MPI_Datatype completion_type() const { return type_copy ? *type_copy : mpi_type; }
   MPI_Comm comm = MPI_COMM_NULL;
   // Persistent receive templates: what MPI_Start matches kept messages by.
   int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
@@ -79,8 +80,8 @@ void pull_together(const std::vector<Landed>& landed);
 
 // The op that watches a receive into host memory (kHostRecv).
 PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
-// Sets op.mpi_type to `type`, or to a copy of it that op holds where the
-// user may free it while the op still needs it (a derived type).
+// Sets op.mpi_type to `type`, and op.type_copy to a copy of it where the
+// user may free it before completion reads it (a derived type).
 void keep_type(PendingOp& op, MPI_Datatype type);
 
 class RequestTable {
