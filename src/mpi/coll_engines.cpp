@@ -154,7 +154,7 @@ bool schedule_gate(const Call& c, int64_t bytes) {
     return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
-  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
+  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_schedule_min) return false;
   return rt->rv->all_on_node(c.comm());
 }
 

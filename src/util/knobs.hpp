@@ -22,6 +22,8 @@ namespace loom {
     "can)|mirror (the MPI's own on host mirrors)|auto (all ranks alike)")                    \
   X(coll_node_min, "LOOM_COLL_NODE_MIN", "32768",                                            \
     "auto: smallest collective (bytes each rank receives) for the node-local engine")        \
+  X(coll_schedule_min, "LOOM_COLL_SCHEDULE_MIN", "262144",                                   \
+    "auto: smallest nonblocking collective (bytes each rank receives) run as a schedule")    \
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                         \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)")  \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")     \

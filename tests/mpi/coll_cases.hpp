@@ -2238,7 +2238,7 @@ TEST_F(Coll, ManyInFlightEveryCompletionCall) {
 // peer's completion call. Large enough for the engines in auto mode.
 TEST_F(Coll, NonblockingCompletesWhilePeerBlocksElsewhere) {
   const int P = x_.size, me = x_.rank;
-  constexpr int kInts = 1 << 14;  // 64 KiB a peer
+  constexpr int kInts = 1 << 16;  // 256 KiB a peer
   const size_t bytes = sizeof(int) * kInts * static_cast<size_t>(P);
   Backend& be = backend();
   void* s = be.alloc(bytes, true);
