@@ -538,7 +538,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
 #else
 
 namespace loom::tools {
-int bench_coll(bool, const char*) {
+int bench_coll(bool, const char*, bool) {
   std::fprintf(stderr, "loom-bench coll needs a CUDA build\n");
   return 1;
 }

@@ -8,6 +8,7 @@
 #include "mpi/next.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
+#include "type/from_mpi.hpp"
 #include "util/log.hpp"
 #include "util/stats.hpp"
 
@@ -16,11 +17,7 @@ namespace loom::mpi {
 void keep_type(PendingOp& op, MPI_Datatype type) {
   op.mpi_type = type;
   op.type_copy.reset();
-  int ni = 0, na = 0, nd = 0, combiner = MPI_COMBINER_NAMED;
-  if (type == MPI_DATATYPE_NULL ||
-      PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS ||
-      combiner == MPI_COMBINER_NAMED)
-    return;  // predefined types live as long as the MPI
+  if (type == MPI_DATATYPE_NULL || type::is_named(type)) return;  // they live as long as the MPI
   MPI_Datatype copy = MPI_DATATYPE_NULL;
   if (PMPI_Type_dup(type, &copy) != MPI_SUCCESS) return;
   op.type_copy = std::shared_ptr<MPI_Datatype>(new MPI_Datatype(copy), [](MPI_Datatype* t) {
