@@ -661,6 +661,7 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
   if (c.request()) {                               // the root sends to each rank
+    if (!schedule_gate(c, int64_t{count} * type_size(t))) return false;
     Blocks b;
     if (c.rank() == root)
       b.add(true, buf, coll::kEveryOther, count, 0, t, 0);
@@ -872,6 +873,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
       return nccl_settle(c, coll::nccl::allgather(c.comm(), in, out, each), rc);
   }
   if (c.request()) {
+    if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
     const bool inpl = s == MPI_IN_PLACE;
     const int me = c.rank();
@@ -907,6 +909,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
           c, coll::nccl::alltoall(c.comm(), in, out, rn / static_cast<size_t>(c.size())), rc);
   }
   if (c.request()) {
+    if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
     const std::vector<int> all = every_rank(c.size());
     b.from_recv = s == MPI_IN_PLACE;
