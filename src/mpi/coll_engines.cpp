@@ -164,18 +164,6 @@ int start(Call& c, std::shared_ptr<Schedule> s) {
   return start_schedule(c.comm(), std::move(s), c.request());
 }
 
-// The bytes [lo, hi) from buf that `count` elements of t touch.
-bool span_of(const void* buf, int count, MPI_Datatype t, const char** lo, const char** hi) {
-  MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
-  if (PMPI_Type_get_true_extent_x(t, &tlb, &text) != MPI_SUCCESS ||
-      PMPI_Type_get_extent_x(t, &lb, &ext) != MPI_SUCCESS)
-    return false;
-  const int64_t shift = int64_t{count - 1} * ext;
-  *lo = static_cast<const char*>(buf) + tlb + std::min<int64_t>(0, shift);
-  *hi = static_cast<const char*>(buf) + tlb + text + std::max<int64_t>(0, shift);
-  return true;
-}
-
 // A copy of [lo, hi), in memory of the same kind (device or host), kept by s.
 char* snapshot(Schedule& s, const char* lo, size_t bytes) {
   if (bytes == 0) return const_cast<char*>(lo);
@@ -275,15 +263,8 @@ struct Blocks {
   }
 };
 
-// A nonblocking call's blocks as a schedule. `bytes`: what each rank
-// receives where every rank sees the same (INT64_MAX: sizes differ by rank).
-bool schedule_blocks(Call& c, Blocks& b, int* rc, int64_t bytes = INT64_MAX) {
-#if !(defined(OPEN_MPI) && OPEN_MPI)
-  // MPICH 4.0 pairs a repeated or self neighbour's blocks in an order of
-  // its own (see plain()); whether a rank has such neighbours is its own.
-  if (b.neighbor) return false;
-#endif
-  if (!schedule_gate(c, bytes)) return false;
+// A nonblocking call's blocks as a schedule (the caller passed schedule_gate).
+bool schedule_blocks(Call& c, Blocks& b, int* rc) {
   auto s = std::make_shared<Schedule>();
   const int n = c.size(), me = c.rank();
   for (auto& [key, m] : b.sends) {  // a block for every rank (or every other) goes to each
@@ -297,8 +278,9 @@ bool schedule_blocks(Call& c, Blocks& b, int* rc, int64_t bytes = INT64_MAX) {
   if (b.from_recv && !s->sends.empty()) {  // the receives would overwrite what goes out
     const char *lo = nullptr, *hi = nullptr;
     for (const SchedMsg& m : s->sends) {
-      const char *l = nullptr, *h = nullptr;
-      if (!span_of(m.buf, m.count, m.type, &l, &h)) return false;
+      int64_t from = 0, to = 0;
+      if (!data_span(m.count, m.type, &from, &to)) return false;
+      const char *l = static_cast<char*>(m.buf) + from, *h = static_cast<char*>(m.buf) + to;
       lo = lo ? std::min(lo, l) : l;
       hi = hi ? std::max(hi, h) : h;
     }
@@ -408,7 +390,14 @@ bool schedule_fold(Call& c, MPI_Datatype t, MPI_Op op, int64_t bytes, const Fold
 // (its alltoall is the agreement), and in auto mode a rank whose blocks
 // hold fewer than LOOM_COLL_NODE_MIN bytes declines there.
 bool run_blocks(Call& c, Blocks& b, int* rc) {
-  if (c.request()) return schedule_blocks(c, b, rc);
+  if (c.request()) {
+#if !(defined(OPEN_MPI) && OPEN_MPI)
+    // MPICH 4.0 pairs a repeated or self neighbour's blocks in an order of
+    // its own (see plain()); whether a rank has such neighbours is its own.
+    if (b.neighbor) return false;
+#endif
+    return schedule_gate(c, INT64_MAX) && schedule_blocks(c, b, rc);  // sizes differ by rank
+  }
   coll::NodeEnv env;
   if (!gate(c, INT64_MAX, &env)) return false;
   if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
@@ -667,7 +656,7 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
       b.add(true, buf, coll::kEveryOther, count, 0, t, 0);
     else
       b.add(false, buf, root, count, 0, t, 0);
-    return schedule_blocks(c, b, rc, int64_t{count} * type_size(t));
+    return schedule_blocks(c, b, rc);
   }
   char* at = nullptr;
   size_t n = 0;
@@ -885,7 +874,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
     else
       b.add(true, s, coll::kEveryRank, sc, 0, st, 0);
     b.add_even(false, r, ranks_but(c.size(), inpl ? me : -1), rcount, rt);
-    return schedule_blocks(c, b, rc, int64_t{rcount} * type_size(rt) * c.size());
+    return schedule_blocks(c, b, rc);
   }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;
@@ -918,7 +907,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
     else
       b.add_even(true, s, all, sc, st);
     b.add_even(false, r, all, rcount, rt);
-    return schedule_blocks(c, b, rc, int64_t{rcount} * type_size(rt) * c.size());
+    return schedule_blocks(c, b, rc);
   }
   if (!gate(c, int64_t{rcount} * type_size(rt) * c.size(), &env)) return false;
   TypeRegistry::Entry ks, kr;

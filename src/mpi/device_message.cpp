@@ -35,6 +35,17 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   return transport::memkind(data) == transport::MemKind::kDevice;
 }
 
+bool data_span(int64_t count, MPI_Datatype type, int64_t* lo, int64_t* hi) {
+  MPI_Count tlb = 0, text = 0, lb = 0, ext = 0;
+  if (PMPI_Type_get_true_extent_x(type, &tlb, &text) != MPI_SUCCESS ||
+      PMPI_Type_get_extent_x(type, &lb, &ext) != MPI_SUCCESS)
+    return false;
+  const int64_t shift = (count - 1) * ext;
+  *lo = tlb + std::min<int64_t>(0, shift);
+  *hi = tlb + text + std::max<int64_t>(0, shift);
+  return true;
+}
+
 bool fill_message(const CommittedType& t, int count, transport::Message* m) {
   m->form = t.info.form;
   m->one = &t.layout;

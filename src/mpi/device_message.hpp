@@ -23,6 +23,9 @@ inline bool on_device(const void* buf) {
 // lower bound, or MPI_BOTTOM with absolute addresses), so the first data
 // byte is what is classified when buf itself is not device memory.
 bool on_device(const void* buf, int count, MPI_Datatype type);
+// The bytes [*lo, *hi) from a buffer's origin that `count` (> 0) elements of
+// `type` span, gaps included (the MPI's extents); false for an invalid type.
+bool data_span(int64_t count, MPI_Datatype type, int64_t* lo, int64_t* hi);
 
 // A device message resolved: either a type Loom reads (msg) or, for types it
 // cannot read or was never shown, the whole span of the data (span_*), which

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/runtime.hpp"
 
@@ -19,16 +20,11 @@ int mirror_span(void* user, int count, MPI_Datatype type, MPI_Comm comm, bool in
   m->count = count;
   m->type = type;
   if (count <= 0 || type == MPI_DATATYPE_NULL) return MPI_SUCCESS;  // the MPI judges these
-  MPI_Count tlb = 0, text = 0, lb = 0, ext = 0, size = 0;
-  if (PMPI_Type_get_true_extent_x(type, &tlb, &text) != MPI_SUCCESS ||
-      PMPI_Type_get_extent_x(type, &lb, &ext) != MPI_SUCCESS ||
-      PMPI_Type_size_x(type, &size) != MPI_SUCCESS)
+  MPI_Count size = 0;
+  int64_t lo = 0, hi = 0;
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || !data_span(count, type, &lo, &hi))
     return raise(comm, MPI_ERR_TYPE, "invalid datatype");
-  if (size == 0) return MPI_SUCCESS;
-  const int64_t shift = static_cast<int64_t>(count - 1) * ext;
-  const int64_t lo = tlb + std::min<int64_t>(0, shift);
-  const int64_t hi = tlb + text + std::max<int64_t>(0, shift);
-  if (hi <= lo) return MPI_SUCCESS;
+  if (size == 0 || hi <= lo) return MPI_SUCCESS;
   const auto bytes = static_cast<size_t>(hi - lo);
   Runtime* rt = runtime();
   transport::Mover* mover = rt ? rt->mover_for(bytes) : nullptr;
