@@ -37,6 +37,7 @@ namespace loom::tools {
 namespace {
 
 int g_rank = 0, g_size = 1;
+size_t g_from = 0;  // --from: smaller sizes are skipped
 
 #ifdef LOOM_HAVE_NCCL
 // NCCL on MPI_COMM_WORLD, where every rank has a GPU of its own (it refuses
@@ -300,6 +301,7 @@ void nonblocking(size_t top, size_t big, double rate, FILE* csv) {
     loom_set_coll_method("auto");
   };
   for (size_t per = 4096; per <= top; per *= 8) {
+    if (per * n < g_from) continue;
     cli::progress("loom-bench", "coll: Ialltoall, %zu bytes a peer", per);
     Bufs b(per * n, per * n);
     const int c = static_cast<int>(per);
@@ -322,6 +324,7 @@ void nonblocking(size_t top, size_t big, double rate, FILE* csv) {
     rows.push_back(row);
   }
   for (size_t bytes = 4096; bytes <= big; bytes *= 16) {
+    if (bytes < g_from) continue;
     cli::progress("loom-bench", "coll: Iallreduce, %zu bytes", bytes);
     Bufs b(bytes, bytes);
     const int count = static_cast<int>(bytes / sizeof(float));
@@ -348,7 +351,8 @@ void nonblocking(size_t top, size_t big, double rate, FILE* csv) {
 
 }  // namespace
 
-int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
+int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t from) {
+  g_from = from;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   // A GPU a rank where there are enough (one node); else ranks share them.
@@ -383,6 +387,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
 
   // Alltoall: `per` bytes to and from each peer.
   for (size_t per = 1024; per <= top; per *= 4) {
+    if (per * n < g_from) continue;
     cli::progress("loom-bench", "coll: Alltoall, %zu bytes a peer", per);
     Bufs b(per * n, per * n);
     const int c = static_cast<int>(per);
@@ -407,13 +412,15 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
   }
   print(rows, csv);
   rows.clear();
-  for (int k = 128; k <= static_cast<int>(top / 8); k *= 16) strided_alltoall(k, rate, rows);
+  for (int k = 128; k <= static_cast<int>(top / 8); k *= 16)
+    if (size_t{8} * k * n >= g_from) strided_alltoall(k, rate, rows);
   print(rows, csv);
   rows.clear();
 
   // Alltoallv: `per` or 2 `per` bytes between each pair of ranks (the same
   // both ways), blocks packed one after the other.
   for (size_t per = 1024; per <= top; per *= 4) {
+    if (per * n < g_from) continue;
     std::vector<int> sc(n), sd(n), rc(n), rd(n);
     size_t total = 0;
     for (int p = 0; p < n; ++p) {
@@ -438,6 +445,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
 
   // Allreduce (float sum), Bcast, Scan, Allgather, Reduce_scatter_block.
   for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
+    if (bytes < g_from) continue;
     const int count = static_cast<int>(bytes / sizeof(float));
     const int reps = reps_for(bytes);
     cli::progress("loom-bench", "coll: Allreduce, Bcast, Allgather, Reduce_scatter, %zu bytes",
@@ -524,7 +532,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
   }
   print(rows, csv);
   rows.clear();
-  halo(quick ? 32 : 64, rate, csv);
+  if (g_from == 0) halo(quick ? 32 : 64, rate, csv);
   nonblocking(top, big, rate, csv);
   if (csv) std::fclose(csv);
 #ifdef LOOM_HAVE_NCCL
@@ -538,7 +546,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only) {
 #else
 
 namespace loom::tools {
-int bench_coll(bool, const char*, bool) {
+int bench_coll(bool, const char*, bool, size_t) {
   std::fprintf(stderr, "loom-bench coll needs a CUDA build\n");
   return 1;
 }

@@ -224,6 +224,7 @@ const char* kUsage =
     "  --quiet      no progress lines on stderr\n"
     "  --csv FILE   coll, pingpong: also write the rows to FILE (rank 0)\n"
     "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
+    "  --from BYTES coll: only sizes of at least BYTES a rank\n"
     "  -h, --help   this text\n"
     "examples:\n"
     "  loom-bench pack --quick\n"
@@ -242,6 +243,7 @@ int main(int argc, char** argv) {
     return cli::usage_error("loom-bench", std::string("unknown benchmark ") + argv[1]);
   bool quick = false, quiet = false, nonblocking = false;
   const char* csv = nullptr;
+  size_t from = 0;
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -249,6 +251,13 @@ int main(int argc, char** argv) {
       quiet = true;
     } else if (std::strcmp(argv[i], "--nonblocking") == 0 && std::strcmp(argv[1], "coll") == 0) {
       nonblocking = true;
+    } else if (std::strcmp(argv[i], "--from") == 0 && std::strcmp(argv[1], "coll") == 0) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench", "--from needs a size in bytes");
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(argv[++i], &end, 10);
+      if (!end || *end != '\0')
+        return cli::usage_error("loom-bench", "--from needs a size in bytes");
+      from = static_cast<size_t>(v);
     } else if (std::strcmp(argv[i], "--csv") == 0) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench", "--csv needs a file name");
       csv = argv[++i];
@@ -270,7 +279,8 @@ int main(int argc, char** argv) {
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
-           : std::strcmp(argv[1], "coll") == 0    ? loom::tools::bench_coll(quick, csv, nonblocking)
+           : std::strcmp(argv[1], "coll") == 0
+               ? loom::tools::bench_coll(quick, csv, nonblocking, from)
            : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick)
            : std::strcmp(argv[1], "memtype") == 0 ? loom::tools::bench_memtype(quick)
                                                   : bench_passthrough(quick);

@@ -1,6 +1,8 @@
 #include "coll/node_engine.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "util/log.hpp"
@@ -10,12 +12,16 @@ namespace {
 
 // What each rank tells the others in the allgather.
 struct Desc {
-  int32_t ok = 0;  // takes part
+  int32_t ok = 0;           // takes part
+  int32_t handle_user = 0;  // `handle` names the caller's own allocation (open_once)
+  int32_t output_lent = 0;  // `output` names this rank's receive buffer, lent as it lies
   int32_t pad = 0;
   uint64_t bytes = 0;   // of the contribution (0: none)
   uint64_t offset = 0;  // where it starts in the memory `handle` names
+  uint64_t output_offset = 0;
   transport::PeerHandle handle;
   transport::PeerHandle result;  // a second segment (Allreduce's folded block); size 0: none
+  transport::PeerHandle output;
 };
 
 // One collective's lent memory: this rank's contribution (a segment, or the
@@ -26,6 +32,7 @@ class Exchange {
   explicit Exchange(const NodeEnv& e)
       : e_(e), ok_(e.mem != nullptr && e.mover != nullptr), all_(static_cast<size_t>(e.size)) {}
   ~Exchange() {
+    unmap_user();  // error paths only: finish() did it
     if (lent_) e_.mem->release(seg_);
     if (has_result_) e_.mem->release(result_);
   }
@@ -70,6 +77,37 @@ class Exchange {
     has_result_ = true;
     return static_cast<char*>(result_.ptr);
   }
+  // The caller's receive buffer, lent as it lies for peers to write into
+  // (false where it cannot be: peers cannot reach it then).
+  bool lend_output(void* p, size_t bytes) {
+    if (!ok_ || !lends(bytes)) return false;
+    auto ex = e_.mem->export_user(p, bytes, false);
+    if (!ex) return false;
+    if (ex->copy.ptr) {  // a copy (the host test mode): writes would not reach p
+      e_.mem->release(ex->copy);
+      return false;
+    }
+    check(e_.mover->settle_user());
+    output_lent_ = true;
+    output_offset_ = ex->offset;
+    output_ = ex->handle;
+    output_ptr_ = static_cast<char*>(p);
+    return true;
+  }
+  // Whether every rank lent its receive buffer.
+  bool all_outputs_lent() const {
+    for (const Desc& d : all_)
+      if (!d.output_lent) return false;
+    return true;
+  }
+  // Rank p's receive buffer, lent by lend_output().
+  Result<char*> output(int p) {
+    if (p == e_.rank) return output_ptr_;
+    const Desc& d = all_[static_cast<size_t>(p)];
+    auto base = map_user(d.output);
+    if (!base) return base.status();
+    return base.value() + d.output_offset;
+  }
   // A failed step before the swap: this rank declines.
   void check(const Status& s) {
     if (s.is_ok()) return;
@@ -84,8 +122,14 @@ class Exchange {
       mine.bytes = bytes_;
       mine.offset = offset_;
       mine.handle = handle_;
+      mine.handle_user = handle_user_ ? 1 : 0;
     }
     if (has_result_) mine.result = result_.handle;
+    if (output_lent_) {
+      mine.output_lent = 1;
+      mine.output_offset = output_offset_;
+      mine.output = output_;
+    }
     if (PMPI_Allgather(&mine, sizeof(Desc), MPI_BYTE, all_.data(), sizeof(Desc), MPI_BYTE,
                        e_.comm) != MPI_SUCCESS)
       return false;
@@ -97,6 +141,11 @@ class Exchange {
   Result<const char*> segment(int p) {
     if (p == e_.rank) return own_;
     const Desc& d = all_[static_cast<size_t>(p)];
+    if (d.handle_user) {
+      auto base = map_user(d.handle);
+      if (!base) return base.status();
+      return static_cast<const char*>(base.value()) + d.offset;
+    }
     auto base = e_.mem->open(d.handle);
     if (!base) return base.status();
     return static_cast<const char*>(base.value()) + d.offset;
@@ -123,7 +172,10 @@ class Exchange {
     return e_.mover->unpack_batch(recv.msg, src, dst, static_cast<size_t>(recv.msg.bytes));
   }
   // Every rank has finished reading every segment; the worst outcome wins.
+  // Peers' own buffers are unmapped first: a lender may free them once the
+  // call returns.
   Outcome finish(const Status& s) {
+    unmap_user();
     int err = s.is_ok() ? 0 : 1, any = 0;
     if (!s.is_ok()) LOOM_LOG(kError, kTransport, "node collective: %s", s.message().c_str());
     if (PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e_.comm) != MPI_SUCCESS) any = 1;
@@ -143,8 +195,8 @@ class Exchange {
   // The caller's bytes lent where they lie (CUDA IPC of their allocation;
   // in the host test mode a copy into shared memory); false: pack instead.
   bool lend_as_is(const char* p, size_t bytes) {
-    if (!ok_ || !e_.lend_user) return false;
-    auto ex = e_.mem->export_user(p, bytes);
+    if (!ok_ || !lends(bytes)) return false;
+    auto ex = e_.mem->export_user(p, bytes, false);
     if (!ex) {
       LOOM_DEBUG(kTransport, "node collective: %s; packing into a segment",
                  ex.status().message().c_str());
@@ -159,7 +211,25 @@ class Exchange {
     bytes_ = bytes;
     offset_ = ex->offset;
     handle_ = ex->handle;
+    handle_user_ = ex->copy.ptr == nullptr;
     return true;
+  }
+  bool lends(size_t bytes) const {
+    return e_.lend_min >= 0 && bytes > 0 && bytes >= static_cast<uint64_t>(e_.lend_min);
+  }
+  // A peer's allocation lent for this call, mapped once per handle.
+  Result<char*> map_user(const transport::PeerHandle& h) {
+    const std::string key(reinterpret_cast<const char*>(&h), sizeof h);
+    for (const auto& [k, m] : user_maps_)
+      if (k == key) return static_cast<char*>(m.first.ptr);
+    auto m = e_.mem->open_once(h);
+    if (!m) return m.status();
+    user_maps_.push_back({key, {m.value(), h}});
+    return static_cast<char*>(m->ptr);
+  }
+  void unmap_user() {
+    for (auto& [k, m] : user_maps_) e_.mem->close_once(m.first, m.second);
+    user_maps_.clear();
   }
 
   const NodeEnv& e_;
@@ -169,6 +239,14 @@ class Exchange {
   uint64_t offset_ = 0;
   const char* own_ = nullptr;  // this rank's contribution (null: none)
   transport::PeerHandle handle_;
+  bool handle_user_ = false;
+  // Peers' buffers mapped for this call, by handle bytes.
+  std::vector<std::pair<std::string, std::pair<transport::PeerMemory::Once, transport::PeerHandle>>>
+      user_maps_;
+  bool output_lent_ = false;
+  uint64_t output_offset_ = 0;
+  transport::PeerHandle output_;
+  char* output_ptr_ = nullptr;
   transport::Segment seg_, result_;
   std::vector<Desc> all_;
 };
@@ -269,10 +347,14 @@ namespace {
 
 // Allreduce of large inputs as a reduce-scatter and an allgather: rank r
 // folds only its r-th of the elements (in rank order 0..n-1, so each element
-// has the same bits wherever it lands) into a segment it lends, and after a
-// barrier every rank copies each rank's folded piece into its output. Each
-// rank then reads its peers' inputs once in all, where folding everything
-// everywhere reads them n times over.
+// has the same bits wherever it lands). Where every rank lent its receive
+// buffer as it lies, rank r writes its folded piece straight into every
+// rank's buffer in the same kernel: each input byte is read once and each
+// output byte written once, the least any allreduce moves, with no barrier
+// (a thread reads its element of every input before it writes any output,
+// and no two ranks touch the same elements: in place holds too). Otherwise
+// rank r folds into a segment it lends, and after a barrier every rank
+// copies each rank's piece into its output.
 Outcome allreduce_split(const NodeEnv& e, const void* in, void* out, size_t count, ReduceOp op,
                         Basic b, bool can) {
   Exchange x(e);
@@ -281,8 +363,10 @@ Outcome allreduce_split(const NodeEnv& e, const void* in, void* out, size_t coun
   const size_t me = static_cast<size_t>(e.rank);
   const size_t lo = first(me), mine = first(me + 1) - lo;
   if (!can || !out || !e.reducer) x.decline();
-  // In place too: no rank writes its output before the barrier, after every fold.
+  // In place too: no rank writes elements another reads before the barrier
+  // (or, pushing, before that rank's own fold has read them).
   if (x.ok()) x.give_bytes(in ? in : out, count * es, true);
+  if (n <= static_cast<size_t>(kMaxOutputs)) x.lend_output(out, count * es);
   char* res = x.lend_result((count / n + 1) * es);
   if (!x.swap()) return Outcome::kDeclined;
   std::vector<const void*> inputs(n);
@@ -293,6 +377,19 @@ Outcome allreduce_split(const NodeEnv& e, const void* in, void* out, size_t coun
       inputs[static_cast<size_t>(p)] = seg.value() + lo * es;
     else
       s = seg.status();
+  }
+  if (x.all_outputs_lent()) {
+    std::vector<void*> outs(n);
+    for (int p = 0; p < e.size && s.is_ok(); ++p) {
+      auto o = x.output(p);
+      if (o)
+        outs[static_cast<size_t>(p)] = o.value() + lo * es;
+      else
+        s = o.status();
+    }
+    if (s.is_ok())
+      s = e.reducer->reduce_to(op, b, inputs.data(), e.size, outs.data(), e.size, mine);
+    return x.finish(s);
   }
   if (s.is_ok()) s = e.reducer->reduce(op, b, inputs.data(), e.size, res, mine);
   if (PMPI_Barrier(e.comm) != MPI_SUCCESS && s.is_ok())
@@ -482,6 +579,13 @@ class HostReducer final : public Reducer {
   Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
                 size_t count) override {
     return host_reduce(op, b, in, n, out, count);
+  }
+  Status reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs, int nout,
+                   size_t count) override {
+    LOOM_TRY(host_reduce(op, b, in, n, outs[0], count));  // reads every input first
+    for (int o = 1; o < nout; ++o)
+      if (outs[o] != outs[0]) std::memcpy(outs[o], outs[0], count * basic_size(b));
+    return Status::ok();
   }
 };
 

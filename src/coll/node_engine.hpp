@@ -32,11 +32,17 @@ namespace loom::coll {
 
 // Reduces n inputs into out in the fixed order in[0] op in[1] op ... (on the
 // GPU, or on the host in the test mode); done when it returns.
+inline constexpr int kMaxOutputs = 16;  // of one Reducer::reduce_to
+
 class Reducer {
  public:
   virtual ~Reducer() = default;
   virtual Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
                         size_t count) = 0;
+  // The same result written to each of outs[0..nout-1] (up to
+  // kMaxOutputs), any of which may be an input.
+  virtual Status reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs,
+                           int nout, size_t count) = 0;
 };
 std::unique_ptr<Reducer> make_host_reducer();
 // On the current device (needs a CUDA build and a GPU).
@@ -48,12 +54,11 @@ struct NodeEnv {
   transport::PeerMemory* mem = nullptr;
   transport::Mover* mover = nullptr;
   Reducer* reducer = nullptr;
-  // Contiguous device contributions are lent as they lie (CUDA IPC of the
-  // user's allocation) rather than copied into segments. Opt-in, with the
-  // point-to-point zero-copy setting (LOOM_ZCOPY_MIN): a peer keeps such a
-  // mapping, and the driver then refuses any later allocation of the
-  // lender's at an overlapping address ("already mapped") until finalize.
-  bool lend_user = false;
+  // Contiguous device buffers of at least this many bytes are lent as they
+  // lie (CUDA IPC of the user's allocation; -1: never) rather than copied
+  // into segments (LOOM_COLL_LEND_MIN). Peers map them for the call only
+  // (PeerMemory::open_once), so the lender may free them once it returns.
+  int64_t lend_min = -1;
 };
 
 // A buffer and Loom's view of what it holds; `msg.form` null: this rank

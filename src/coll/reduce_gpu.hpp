@@ -28,7 +28,13 @@ inline constexpr int kGpuReduceMaxInputs = 16;
 Status gpu_reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count,
                   cudaStream_t stream);
 
-// The same, then waits for `stream`.
+// The same fold written to each of out[0..nout-1] (1 <= nout <= 16), in one
+// pass over the inputs: each output may be an input (each element is read
+// before it is written, by the same thread).
+Status gpu_reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs,
+                     int nout, size_t count, cudaStream_t stream);
+
+// gpu_reduce, then waits for `stream`.
 Status gpu_reduce_sync(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count,
                        cudaStream_t stream);
 

@@ -39,7 +39,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   env->mem = rt->rv->memory();
   env->mover = rt->mover(transport::Method::kDevice);
   env->reducer = rt->reducer();
-  env->lend_user = rt->zero_copy_on();
+  env->lend_min = rt->coll_lend_min;
   return true;
 }
 

@@ -53,6 +53,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
+  coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
   if (!knobs().zcopy_min.empty()) {
     const long long zc = std::atoll(knobs().zcopy_min.c_str());
     zcopy_min_ = zc >= 0 ? static_cast<int64_t>(zc) : 0;

@@ -53,7 +53,7 @@ void PeerMemory::release(const Segment& s) {
   in_use_ -= s.size;
 }
 
-Result<Exported> PeerMemory::export_user(const void* p, size_t bytes) {
+Result<Exported> PeerMemory::export_user(const void* p, size_t bytes, bool) {
   auto seg = acquire(bytes);
   if (!seg) return seg.status();
   if (bytes > 0) std::memcpy(seg->ptr, p, bytes);
@@ -72,6 +72,21 @@ Result<const void*> PeerMemory::open(const PeerHandle& h) {
   if (!p) return p.status();
   opened_.emplace(key, p.value());
   return static_cast<const void*>(p.value());
+}
+
+Result<PeerMemory::Once> PeerMemory::open_once(const PeerHandle& h) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = opened_.find(key_of(h));
+    if (it != opened_.end()) return Once{it->second, false};
+  }
+  auto p = map(h);
+  if (!p) return p.status();
+  return Once{p.value(), true};
+}
+
+void PeerMemory::close_once(const Once& m, const PeerHandle& h) {
+  if (m.owned) unmap(m.ptr, h);
 }
 
 void PeerMemory::unmap_all() {

@@ -52,11 +52,24 @@ class PeerMemory {
   void release(const Segment& s);
   // Lends `bytes` at p, which the caller keeps unchanged until the peer is
   // done; kUnsupported where the memory cannot be lent (the caller then
-  // packs into a segment).
-  virtual Result<Exported> export_user(const void* p, size_t bytes);
+  // packs into a segment). `kept`: peers map it with open() and keep the
+  // mapping (point-to-point zero-copy), so its address is never lent again
+  // once freed; else they map it with open_once() and close it before the
+  // caller's operation ends (the node-local collectives).
+  virtual Result<Exported> export_user(const void* p, size_t bytes, bool kept = true);
   // The local address of a peer's segment or lent allocation: mapped on
   // first use, then cached.
   Result<const void*> open(const PeerHandle& h);
+  // A peer's allocation lent with export_user(kept = false), mapped for one
+  // operation: close_once() it before the operation ends (the lender may
+  // free it then). Where this process already keeps a mapping of the same
+  // handle, that one is used and close_once leaves it.
+  struct Once {
+    void* ptr = nullptr;
+    bool owned = false;
+  };
+  Result<Once> open_once(const PeerHandle& h);
+  void close_once(const Once& m, const PeerHandle& h);
   // At shutdown, once no peer reads our segments and we read none of theirs.
   void unmap_all();
   void free_all();

@@ -40,7 +40,7 @@ class IpcPeerMemory final : public PeerMemory {
   // The allocation holding p, exported once: its handle is cached by base
   // address and the driver's buffer id, which changes when the address is
   // freed and allocated again.
-  Result<Exported> export_user(const void* p, size_t bytes) override {
+  Result<Exported> export_user(const void* p, size_t bytes, bool kept) override {
     PointerAttrsFn attrs = pointer_attrs();
     if (!attrs) return Status(Err::kUnsupported, "no cuPointerGetAttributes");
     CUdeviceptr base = 0;
@@ -65,6 +65,11 @@ class IpcPeerMemory final : public PeerMemory {
       e.handle = it->second.handle;
       return e;
     }
+    auto once = once_.find(base);
+    if (once != once_.end() && once->second.id != id) {  // freed and allocated again
+      once_.erase(once);
+      once = once_.end();
+    }
     // Addresses lent before and since freed: a peer may still map the old
     // allocation there, and the driver refuses it a second mapping of the
     // range ("already mapped"). Such memory is packed into segments instead.
@@ -73,12 +78,21 @@ class IpcPeerMemory final : public PeerMemory {
         (next != exported_.end() && next->first < base + size) ||
         (next != exported_.begin() && std::prev(next)->first + std::prev(next)->second.size > base);
     if (reused) return Status(Err::kUnsupported, "address lent before, freed since");
+    if (!kept && once != once_.end()) {
+      e.handle = once->second.handle;
+      return e;
+    }
     cudaIpcMemHandle_t h;
     const cudaError_t err = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
     if (err != cudaSuccess) return cuda_err(err, "cudaIpcGetMemHandle");
     e.handle.size = size;
     std::memcpy(e.handle.bytes, &h, sizeof(h));
-    exported_[base] = {size, id, e.handle};
+    if (kept) {
+      exported_[base] = {size, id, e.handle};
+      once_.erase(base);
+    } else {
+      once_[base] = {size, id, e.handle};
+    }
     return e;
   }
 
@@ -126,6 +140,8 @@ class IpcPeerMemory final : public PeerMemory {
     PeerHandle handle;
   };
   std::map<CUdeviceptr, Lent> exported_;  // allocations lent as they lie, by base
+  // Lent for single operations (peers close their mappings): handles only.
+  std::map<CUdeviceptr, Lent> once_;
 };
 
 }  // namespace

@@ -2283,6 +2283,67 @@ TEST_F(Coll, NonblockingCompletesWhilePeerBlocksElsewhere) {
   be.release(sum, true);
 }
 
+// Buffers freed and allocated again between calls, at overlapping
+// addresses (cudaMalloc hands a freed range out again): the node engine
+// lends user buffers as they lie, and a peer still mapping a freed one must
+// drop that mapping rather than fail or read the old memory. Allreduce
+// large enough to fold into every rank's output, Bcast and Alltoall.
+TEST_F(Coll, BuffersFreedAndAllocatedAgain) {
+  const int P = x_.size, me = x_.rank;
+  Backend& be = backend();
+  for (int round = 0; round < 8; ++round) {
+    const size_t n = (size_t{1} << 20) + static_cast<size_t>(round % 3) * 4096 +
+                     static_cast<size_t>(round % 2) * 17;  // ints: 4 MiB and more
+    const bool in_place = round % 4 == 3;
+    Watchdog::get().note("reallocated buffers, round " + std::to_string(round));
+    void* s = be.alloc(n * sizeof(int), true);
+    void* r = be.alloc(n * sizeof(int), true);
+    std::vector<int> h(n), got(n);
+    for (size_t i = 0; i < n; ++i) h[i] = (me + 1) * 7 + static_cast<int>((i * 31 + round) % 1009);
+    be.put(in_place ? r : s, h.data(), n * sizeof(int), true);
+    ASSERT_EQ(MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, static_cast<int>(n), MPI_INT, MPI_SUM,
+                            x_.comm),
+              MPI_SUCCESS);
+    be.get(got.data(), r, n * sizeof(int), true);
+    int bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      int want = 0;
+      for (int p = 0; p < P; ++p) want += (p + 1) * 7 + static_cast<int>((i * 31 + round) % 1009);
+      bad += got[i] != want;
+    }
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allreduce, round " << round;
+    // Bcast from a rank that changes each round, out of the freshly written send buffer.
+    const int root = round % P;
+    be.put(s, h.data(), n * sizeof(int), true);
+    ASSERT_EQ(MPI_Bcast(s, static_cast<int>(n), MPI_INT, root, x_.comm), MPI_SUCCESS);
+    be.get(got.data(), s, n * sizeof(int), true);
+    bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      bad += got[i] != (root + 1) * 7 + static_cast<int>((i * 31 + round) % 1009);
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Bcast, round " << round;
+    const int each = static_cast<int>(n / static_cast<size_t>(P));
+    be.put(s, h.data(), n * sizeof(int), true);
+    ASSERT_EQ(MPI_Alltoall(s, each, MPI_INT, r, each, MPI_INT, x_.comm), MPI_SUCCESS);
+    be.get(got.data(), r, sizeof(int) * static_cast<size_t>(each) * P, true);
+    bad = 0;
+    for (int p = 0; p < P; ++p)
+      for (int j = 0; j < each; ++j) {
+        const size_t i = static_cast<size_t>(me) * each + j;
+        bad += got[static_cast<size_t>(p) * each + j] !=
+               (p + 1) * 7 + static_cast<int>((i * 31 + round) % 1009);
+      }
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoall, round " << round;
+    // Freed in the other order every other round, so ranges shift.
+    if (round % 2) {
+      be.release(s, true);
+      be.release(r, true);
+    } else {
+      be.release(r, true);
+      be.release(s, true);
+    }
+  }
+}
+
 TEST_F(Coll, PersistentStartedTogether) {
   if (!LOOM_HAVE_PCOLL) GTEST_SKIP() << "this MPI has no persistent collectives";
   const Pair& mixed = menu_[3];

@@ -27,8 +27,9 @@ enum Mode : int { kVector = 0, kAligned = 1, kBytes = 2 };
 
 struct FoldArgs {
   const char* in[kMaxIn];
-  char* out;
+  char* out[kMaxIn];  // every output gets the same bits
   int n;
+  int nout;
   int mode;
   uint64_t count;  // elements
   uint64_t head;   // kVector: elements before the first 16-byte boundary
@@ -81,7 +82,7 @@ __device__ __forceinline__ void fold_one(const FoldArgs& a, uint64_t i, bool ali
 #pragma unroll
   for (int k = 1; k < kMaxIn; ++k)
     if (k < a.n) acc = Op{}(acc, load_elem<T>(a.in[k] + off, aligned));
-  store_elem(a.out + off, acc, aligned);
+  for (int o = 0; o < a.nout; ++o) store_elem(a.out[o] + off, acc, aligned);
 }
 
 // Loads go out kLoadBatch inputs at a time, all in flight before the
@@ -114,13 +115,15 @@ __device__ __forceinline__ void fold_vec(const FoldArgs& a, uint64_t v) {
       }
     }
   }
-  if constexpr (elem::Padded<T>::value) {
+  for (int o = 0; o < a.nout; ++o) {
+    if constexpr (elem::Padded<T>::value) {
 #pragma unroll
-    for (int j = 0; j < kV; ++j) store_elem(a.out + off + j * sizeof(T), acc[j], true);
-  } else {
-    uint4 w;
-    memcpy(&w, acc, kVecBytes);
-    *reinterpret_cast<uint4*>(a.out + off) = w;
+      for (int j = 0; j < kV; ++j) store_elem(a.out[o] + off + j * sizeof(T), acc[j], true);
+    } else {
+      uint4 w;
+      memcpy(&w, acc, kVecBytes);
+      *reinterpret_cast<uint4*>(a.out[o] + off) = w;
+    }
   }
 }
 
@@ -140,20 +143,25 @@ __global__ void __launch_bounds__(kThreads) fold_kernel(const __grid_constant__ 
   }
 }
 
-// One launch over in[0..n-1] (n <= kMaxIn) into out.
+// One launch over in[0..n-1] (n <= kMaxIn) into out[0..nout-1] (nout <= kMaxIn).
 template <class T, class Op>
-Status launch_fold(const void* const* in, int n, void* out, uint64_t count, int sms,
-                   cudaStream_t stream) {
+Status launch_fold(const void* const* in, int n, void* const* outs, int nout, uint64_t count,
+                   int sms, cudaStream_t stream) {
   FoldArgs a{};
-  uintptr_t any = reinterpret_cast<uintptr_t>(out);
-  uintptr_t diff = 0;
+  void* out = outs[0];
+  uintptr_t any = 0, diff = 0;
   for (int k = 0; k < n; ++k) {
     a.in[k] = static_cast<const char*>(in[k]);
     any |= reinterpret_cast<uintptr_t>(in[k]);
     diff |= reinterpret_cast<uintptr_t>(in[k]) ^ reinterpret_cast<uintptr_t>(out);
   }
-  a.out = static_cast<char*>(out);
+  for (int o = 0; o < nout; ++o) {
+    a.out[o] = static_cast<char*>(outs[o]);
+    any |= reinterpret_cast<uintptr_t>(outs[o]);
+    diff |= reinterpret_cast<uintptr_t>(outs[o]) ^ reinterpret_cast<uintptr_t>(out);
+  }
   a.n = n;
+  a.nout = nout;
   a.count = count;
   const uintptr_t mis = reinterpret_cast<uintptr_t>(out) % kVecBytes;
   const uintptr_t head_bytes = (kVecBytes - mis) % kVecBytes;
@@ -178,29 +186,34 @@ Status launch_fold(const void* const* in, int n, void* out, uint64_t count, int 
 }
 
 // The whole fold, in passes of kMaxIn inputs (the first pass's inputs
-// included, the later ones fold the output so far with kMaxIn - 1 more).
+// included, the later ones fold the output so far with kMaxIn - 1 more);
+// the last pass writes every output.
 template <class T, class Op>
-Status fold_all(const void* const* in, int n, void* out, uint64_t count, cudaStream_t stream) {
+Status fold_all(const void* const* in, int n, void* const* outs, int nout, uint64_t count,
+                cudaStream_t stream) {
   int dev = 0, sms = 0;
   LOOM_CUDA_TRY(cudaGetDevice(&dev));
   LOOM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  if (n <= kMaxIn) return launch_fold<T, Op>(in, n, out, count, sms, stream);
+  if (n <= kMaxIn) return launch_fold<T, Op>(in, n, outs, nout, count, sms, stream);
 
   // An output that is also a later pass's input: fold into a temporary until
-  // the last pass, which writes `out`.
+  // the last pass.
   bool late_alias = false;
-  for (int k = kMaxIn; k < n; ++k) late_alias |= in[k] == out;
+  for (int k = kMaxIn; k < n; ++k)
+    for (int o = 0; o < nout; ++o) late_alias |= in[k] == outs[o];
+  void* out = outs[0];
   void* acc = out;
   if (late_alias) LOOM_CUDA_TRY(cudaMallocAsync(&acc, count * sizeof(T), stream));
   auto passes = [&]() -> Status {
-    LOOM_TRY((launch_fold<T, Op>(in, kMaxIn, acc, count, sms, stream)));
+    LOOM_TRY((launch_fold<T, Op>(in, kMaxIn, &acc, 1, count, sms, stream)));
     const void* batch[kMaxIn];
     for (int next = kMaxIn; next < n; next += kMaxIn - 1) {
       const int take = n - next < kMaxIn - 1 ? n - next : kMaxIn - 1;
       batch[0] = acc;
       for (int k = 0; k < take; ++k) batch[1 + k] = in[next + k];
-      void* dst = next + take == n ? out : acc;
-      LOOM_TRY((launch_fold<T, Op>(batch, take + 1, dst, count, sms, stream)));
+      const bool last = next + take == n;
+      LOOM_TRY((launch_fold<T, Op>(batch, take + 1, last ? outs : &acc, last ? nout : 1, count, sms,
+                                   stream)));
     }
     return Status::ok();
   };
@@ -215,35 +228,45 @@ Status fold_all(const void* const* in, int n, void* out, uint64_t count, cudaStr
 
 }  // namespace
 
-Status gpu_reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count,
-                  cudaStream_t stream) {
+Status gpu_reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs,
+                     int nout, size_t count, cudaStream_t stream) {
   if (!reduce_defined(op, b))
     return Status(Err::kUnsupported, std::string("MPI_") + reduce_op_name(op) +
                                          " is not defined for " + basic_name(b));
   if (n < 1 || in == nullptr) return Status(Err::kInvalidArg, "gpu_reduce: no inputs");
+  if (nout < 1 || nout > kMaxIn || outs == nullptr)
+    return Status(Err::kInvalidArg, "gpu_reduce: 1 to 16 outputs");
   if (count == 0) return Status::ok();
-  if (out == nullptr) return Status(Err::kInvalidArg, "gpu_reduce: null output");
+  for (int o = 0; o < nout; ++o)
+    if (outs[o] == nullptr) return Status(Err::kInvalidArg, "gpu_reduce: null output");
   for (int k = 0; k < n; ++k)
     if (in[k] == nullptr) return Status(Err::kInvalidArg, "gpu_reduce: null input");
 
   if (op == ReduceOp::kReplace || op == ReduceOp::kNoOp) {  // a copy of one input
     const void* from = in[op == ReduceOp::kReplace ? n - 1 : 0];
-    if (from == out) return Status::ok();
     bool padded = false;
     Status s = elem::dispatch_padded(b, Status::ok(), [&](auto tag) -> Status {
       using T = typename decltype(tag)::type;
       padded = true;
-      return fold_all<T, elem::Copy>(&from, 1, out, count, stream);
+      return fold_all<T, elem::Copy>(&from, 1, outs, nout, count, stream);
     });
     if (padded) return s;
-    LOOM_CUDA_TRY(cudaMemcpyAsync(out, from, count * basic_size(b), cudaMemcpyDefault, stream));
+    for (int o = 0; o < nout; ++o)
+      if (outs[o] != from)
+        LOOM_CUDA_TRY(
+            cudaMemcpyAsync(outs[o], from, count * basic_size(b), cudaMemcpyDefault, stream));
     return Status::ok();
   }
   return elem::dispatch(op, b, Status(Err::kInternal, "gpu_reduce: no fold for a defined pair"),
                         [&](auto tag, auto opv, size_t per) -> Status {
                           using T = typename decltype(tag)::type;
-                          return fold_all<T, decltype(opv)>(in, n, out, count * per, stream);
+                          return fold_all<T, decltype(opv)>(in, n, outs, nout, count * per, stream);
                         });
+}
+
+Status gpu_reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count,
+                  cudaStream_t stream) {
+  return gpu_reduce_to(op, b, in, n, &out, 1, count, stream);
 }
 
 Status gpu_reduce_sync(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count,
