@@ -12,10 +12,12 @@ namespace {
 
 // What each rank tells the others in the allgather.
 struct Desc {
-  int32_t ok = 0;           // takes part
-  int32_t handle_user = 0;  // `handle` names the caller's own allocation (open_once)
-  int32_t output_lent = 0;  // `output` names this rank's receive buffer, lent as it lies
-  int32_t pad = 0;
+  int32_t ok = 0;            // takes part
+  int32_t handle_user = 0;   // `handle` names the caller's own allocation (open_user)
+  int32_t output_lent = 0;   // `output` names this rank's receive buffer, lent as it lies
+  int32_t lender = 0;        // world rank
+  uint64_t handle_base = 0;  // the allocations' addresses in the lender
+  uint64_t output_base = 0;
   uint64_t bytes = 0;   // of the contribution (0: none)
   uint64_t offset = 0;  // where it starts in the memory `handle` names
   uint64_t output_offset = 0;
@@ -90,6 +92,7 @@ class Exchange {
     check(e_.mover->settle_user());
     output_lent_ = true;
     output_offset_ = ex->offset;
+    output_base_ = ex->base;
     output_ = ex->handle;
     output_ptr_ = static_cast<char*>(p);
     return true;
@@ -104,7 +107,7 @@ class Exchange {
   Result<char*> output(int p) {
     if (p == e_.rank) return output_ptr_;
     const Desc& d = all_[static_cast<size_t>(p)];
-    auto base = map_user(d.output);
+    auto base = map_user(d.output, d.lender, d.output_base);
     if (!base) return base.status();
     return base.value() + d.output_offset;
   }
@@ -118,16 +121,19 @@ class Exchange {
   bool swap() {
     Desc mine;
     mine.ok = ok_ ? 1 : 0;
+    mine.lender = e_.world_rank;
     if (own_) {
       mine.bytes = bytes_;
       mine.offset = offset_;
       mine.handle = handle_;
       mine.handle_user = handle_user_ ? 1 : 0;
+      mine.handle_base = handle_base_;
     }
     if (has_result_) mine.result = result_.handle;
     if (output_lent_) {
       mine.output_lent = 1;
       mine.output_offset = output_offset_;
+      mine.output_base = output_base_;
       mine.output = output_;
     }
     if (PMPI_Allgather(&mine, sizeof(Desc), MPI_BYTE, all_.data(), sizeof(Desc), MPI_BYTE,
@@ -142,18 +148,19 @@ class Exchange {
     if (p == e_.rank) return own_;
     const Desc& d = all_[static_cast<size_t>(p)];
     if (d.handle_user) {
-      auto base = map_user(d.handle);
+      auto base = map_user(d.handle, d.lender, d.handle_base);
       if (!base) return base.status();
       return static_cast<const char*>(base.value()) + d.offset;
     }
-    auto base = e_.mem->open(d.handle);
+    auto base = e_.mem->open(d.handle, d.lender);
     if (!base) return base.status();
     return static_cast<const char*>(base.value()) + d.offset;
   }
   // Rank p's second segment.
   Result<const char*> result(int p) {
     if (p == e_.rank) return static_cast<const char*>(result_.ptr);
-    auto base = e_.mem->open(all_[static_cast<size_t>(p)].result);
+    const Desc& d = all_[static_cast<size_t>(p)];
+    auto base = e_.mem->open(d.result, d.lender);
     if (!base) return base.status();
     return static_cast<const char*>(base.value());
   }
@@ -172,8 +179,8 @@ class Exchange {
     return e_.mover->unpack_batch(recv.msg, src, dst, static_cast<size_t>(recv.msg.bytes));
   }
   // Every rank has finished reading every segment; the worst outcome wins.
-  // Peers' own buffers are unmapped first: a lender may free them once the
-  // call returns.
+  // Peers' own buffers are released first: a lender may free them once the
+  // call returns, and the next that overlaps one drops its mapping.
   Outcome finish(const Status& s) {
     unmap_user();
     int err = s.is_ok() ? 0 : 1, any = 0;
@@ -212,23 +219,24 @@ class Exchange {
     offset_ = ex->offset;
     handle_ = ex->handle;
     handle_user_ = ex->copy.ptr == nullptr;
+    handle_base_ = ex->base;
     return true;
   }
   bool lends(size_t bytes) const {
     return e_.lend_min >= 0 && bytes > 0 && bytes >= static_cast<uint64_t>(e_.lend_min);
   }
-  // A peer's allocation lent for this call, mapped once per handle.
-  Result<char*> map_user(const transport::PeerHandle& h) {
+  // A peer's allocation lent for this call, in use until finish().
+  Result<char*> map_user(const transport::PeerHandle& h, int lender, uint64_t base) {
     const std::string key(reinterpret_cast<const char*>(&h), sizeof h);
     for (const auto& [k, m] : user_maps_)
-      if (k == key) return static_cast<char*>(m.first.ptr);
-    auto m = e_.mem->open_once(h);
+      if (k == key) return m.first;
+    auto m = e_.mem->open_user(h, lender, base);
     if (!m) return m.status();
-    user_maps_.push_back({key, {m.value(), h}});
-    return static_cast<char*>(m->ptr);
+    user_maps_.push_back({key, {static_cast<char*>(m.value()), h}});
+    return static_cast<char*>(m.value());
   }
   void unmap_user() {
-    for (auto& [k, m] : user_maps_) e_.mem->close_once(m.first, m.second);
+    for (auto& [k, m] : user_maps_) e_.mem->done_user(m.second);
     user_maps_.clear();
   }
 
@@ -240,9 +248,9 @@ class Exchange {
   const char* own_ = nullptr;  // this rank's contribution (null: none)
   transport::PeerHandle handle_;
   bool handle_user_ = false;
-  // Peers' buffers mapped for this call, by handle bytes.
-  std::vector<std::pair<std::string, std::pair<transport::PeerMemory::Once, transport::PeerHandle>>>
-      user_maps_;
+  uint64_t handle_base_ = 0, output_base_ = 0;
+  // Peers' buffers in use for this call, by handle bytes.
+  std::vector<std::pair<std::string, std::pair<char*, transport::PeerHandle>>> user_maps_;
   bool output_lent_ = false;
   uint64_t output_offset_ = 0;
   transport::PeerHandle output_;
@@ -443,8 +451,8 @@ namespace {
 
 // What rank p tells rank q in the exchange's alltoall.
 struct Rec {
-  int32_t ok = 0;  // p takes part
-  int32_t pad = 0;
+  int32_t ok = 0;       // p takes part
+  int32_t lender = 0;   // p's world rank
   uint64_t offset = 0;  // where p's blocks for q start in p's segment
   uint64_t bytes = 0;   // and their bytes in all
   transport::PeerHandle handle;
@@ -482,7 +490,7 @@ Status pull_blocks(const NodeEnv& e, const std::vector<Block>& in, const std::ve
     if (bytes > 0) {
       const char* base = own;
       if (b.peer != e.rank) {
-        auto m = e.mem->open(from[p].handle);
+        auto m = e.mem->open(from[p].handle, from[p].lender);
         if (!m) {
           s = m.status();
           break;
@@ -554,6 +562,7 @@ Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vec
   }
   for (size_t p = 0; p < n; ++p) {
     mine[p].ok = ok ? 1 : 0;
+    mine[p].lender = e.world_rank;
     if (!ok) continue;
     mine[p].offset = start[p];
     mine[p].bytes = len[p];

@@ -56,9 +56,11 @@ struct NodeEnv {
   Reducer* reducer = nullptr;
   // Contiguous device buffers of at least this many bytes are lent as they
   // lie (CUDA IPC of the user's allocation; -1: never) rather than copied
-  // into segments (LOOM_COLL_LEND_MIN). Peers map them for the call only
-  // (PeerMemory::open_once), so the lender may free them once it returns.
+  // into segments (LOOM_COLL_LEND_MIN). Peers keep the mapping between calls
+  // and drop it once the lender lends memory over a range it freed
+  // (transport::PeerMemory::open_user).
   int64_t lend_min = -1;
+  int world_rank = 0;  // this rank's, which names it as a lender
 };
 
 // A buffer and Loom's view of what it holds; `msg.form` null: this rank

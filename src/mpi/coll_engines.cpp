@@ -40,6 +40,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   env->mover = rt->mover(transport::Method::kDevice);
   env->reducer = rt->reducer();
   env->lend_min = rt->coll_lend_min;
+  env->world_rank = rt->rv->world_rank();
   return true;
 }
 

@@ -654,7 +654,7 @@ Result<const void*> Rendezvous::open(const Header& h) {
     if (it == lent_.end()) return Status(Err::kInvalidArg, "own segment not lent");
     base = it->second.ptr;
   } else {
-    auto b = mem_->open(h.handle);
+    auto b = mem_->open(h.handle, h.sender);
     if (!b) return b.status();
     base = b.value();
   }

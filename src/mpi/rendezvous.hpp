@@ -120,6 +120,7 @@ class Rendezvous {
 
   // World rank of `rank` of comm, or -1.
   int world_rank(MPI_Comm comm, int rank);
+  int world_rank() const { return world_rank_; }
 
   // Sender: packs m from `user` into a lent segment and fills hdr. With
   // `wait` false the pack is only enqueued: the header may go at once (the

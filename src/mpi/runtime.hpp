@@ -66,7 +66,7 @@ class Runtime {
   std::atomic<CollMethod> coll_method{CollMethod::kAuto};
   int64_t coll_node_min = 32768;
   int64_t coll_schedule_min = 262144;  // nonblocking collectives' schedules, in auto
-  int64_t coll_lend_min = -1;          // LOOM_COLL_LEND_MIN; -1: never
+  int64_t coll_lend_min = 4194304;     // LOOM_COLL_LEND_MIN; -1: never
   // The node-local collectives' reductions: GPU kernels (made on first use),
   // or the host fold in the host test mode; null when none can be made.
   coll::Reducer* reducer();

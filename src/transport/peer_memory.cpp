@@ -63,30 +63,66 @@ Result<Exported> PeerMemory::export_user(const void* p, size_t bytes, bool) {
   return e;
 }
 
-Result<const void*> PeerMemory::open(const PeerHandle& h) {
+Result<const void*> PeerMemory::open(const PeerHandle& h, int lender) {
   const std::string key = key_of(h);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = opened_.find(key);
   if (it != opened_.end()) return static_cast<const void*>(it->second);
+  if (auto u = users_.find(key); u != users_.end()) {  // kept from now on
+    void* q = u->second.ptr;
+    users_.erase(u);
+    opened_.emplace(key, q);
+    return static_cast<const void*>(q);
+  }
   auto p = map(h);
+  if (!p && p.status().code() == Err::kStale && lender >= 0 && drop_idle(lender, 0, 0) > 0)
+    p = map(h);
   if (!p) return p.status();
   opened_.emplace(key, p.value());
   return static_cast<const void*>(p.value());
 }
 
-Result<PeerMemory::Once> PeerMemory::open_once(const PeerHandle& h) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = opened_.find(key_of(h));
-    if (it != opened_.end()) return Once{it->second, false};
+Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t base) {
+  const std::string key = key_of(h);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = users_.find(key);
+  if (it != users_.end()) {
+    ++it->second.uses;
+    return it->second.ptr;
   }
+  if (auto k = opened_.find(key); k != opened_.end()) return k->second;  // kept for good
+  // The lender's allocations never overlap while they live: a mapping of one
+  // this range overlaps is of freed memory.
+  drop_idle(lender, base, h.size);
   auto p = map(h);
+  if (!p && p.status().code() == Err::kStale && drop_idle(lender, 0, 0) > 0) p = map(h);
   if (!p) return p.status();
-  return Once{p.value(), true};
+  users_.emplace(key, UserMap{p.value(), lender, base, h.size, 1, h});
+  return p.value();
 }
 
-void PeerMemory::close_once(const Once& m, const PeerHandle& h) {
-  if (m.owned) unmap(m.ptr, h);
+void PeerMemory::done_user(const PeerHandle& h) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = users_.find(key_of(h));
+  if (it != users_.end() && it->second.uses > 0) --it->second.uses;
+}
+
+int PeerMemory::drop_idle(int lender, uint64_t base, uint64_t size) {
+  int dropped = 0;
+  for (auto it = users_.begin(); it != users_.end();) {
+    const UserMap& u = it->second;
+    const bool overlaps = size == 0 || (u.base < base + size && base < u.base + u.size);
+    if (u.lender != lender || u.uses > 0 || !overlaps) {
+      ++it;
+      continue;
+    }
+    LOOM_DEBUG(kTransport, "peer memory: dropping rank %d's mapping [%#llx, +%llu)", lender,
+               static_cast<unsigned long long>(u.base), static_cast<unsigned long long>(u.size));
+    unmap(u.ptr, u.handle);
+    it = users_.erase(it);
+    ++dropped;
+  }
+  return dropped;
 }
 
 void PeerMemory::unmap_all() {
@@ -97,6 +133,8 @@ void PeerMemory::unmap_all() {
     unmap(p, h);
   }
   opened_.clear();
+  for (auto& [key, u] : users_) unmap(u.ptr, u.handle);
+  users_.clear();
 }
 
 void PeerMemory::free_all() {

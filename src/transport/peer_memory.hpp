@@ -39,6 +39,7 @@ struct Segment {
 struct Exported {
   PeerHandle handle;
   uint64_t offset = 0;
+  uint64_t base = 0;  // the lender's address of the allocation (0 for a copy)
   Segment copy;
 };
 
@@ -53,23 +54,24 @@ class PeerMemory {
   // Lends `bytes` at p, which the caller keeps unchanged until the peer is
   // done; kUnsupported where the memory cannot be lent (the caller then
   // packs into a segment). `kept`: peers map it with open() and keep the
-  // mapping (point-to-point zero-copy), so its address is never lent again
-  // once freed; else they map it with open_once() and close it before the
-  // caller's operation ends (the node-local collectives).
+  // mapping for good (point-to-point zero-copy), so its address is never
+  // lent again once freed; else peers map it with open_user(), which drops
+  // mappings of freed memory that get in the way (the node-local collectives).
   virtual Result<Exported> export_user(const void* p, size_t bytes, bool kept = true);
   // The local address of a peer's segment or lent allocation: mapped on
-  // first use, then cached.
-  Result<const void*> open(const PeerHandle& h);
-  // A peer's allocation lent with export_user(kept = false), mapped for one
-  // operation: close_once() it before the operation ends (the lender may
-  // free it then). Where this process already keeps a mapping of the same
-  // handle, that one is used and close_once leaves it.
-  struct Once {
-    void* ptr = nullptr;
-    bool owned = false;
-  };
-  Result<Once> open_once(const PeerHandle& h);
-  void close_once(const Once& m, const PeerHandle& h);
+  // first use, then cached. `lender` (the peer's world rank, or -1): where
+  // the driver finds a mapping of memory that peer freed in the way
+  // ("already mapped"), its idle open_user() mappings are dropped and the
+  // mapping is tried again.
+  Result<const void*> open(const PeerHandle& h, int lender = -1);
+  // A peer's allocation lent with export_user(kept = false), which covers
+  // [base, base + h.size) in the lender: mapped on first use and cached,
+  // in use until done_user(). The lender may free it between uses; the
+  // next allocation it lends over that range finds this mapping in the way,
+  // and it is dropped then (as are any of the lender's idle ones where the
+  // driver still refuses).
+  Result<void*> open_user(const PeerHandle& h, int lender, uint64_t base);
+  void done_user(const PeerHandle& h);
   // At shutdown, once no peer reads our segments and we read none of theirs.
   void unmap_all();
   void free_all();
@@ -89,6 +91,17 @@ class PeerMemory {
   std::map<size_t, std::vector<Segment>> free_;  // by size class
   std::vector<Segment> all_;
   std::map<std::string, void*> opened_;  // by handle bytes
+  struct UserMap {
+    void* ptr = nullptr;
+    int lender = -1;
+    uint64_t base = 0, size = 0;
+    int uses = 0;
+    PeerHandle handle;
+  };
+  std::map<std::string, UserMap> users_;  // open_user()'s, by handle bytes
+  // Unmaps `lender`'s idle user mappings (those overlapping [base, base +
+  // size), or all with size 0); how many. Under mu_.
+  int drop_idle(int lender, uint64_t base, uint64_t size);
   size_t in_use_ = 0;
 };
 

@@ -59,6 +59,7 @@ class IpcPeerMemory final : public PeerMemory {
     if (offset + bytes > size) return Status(Err::kInvalidArg, "buffer past its allocation");
     Exported e;
     e.offset = offset;
+    e.base = base;
     std::lock_guard<std::mutex> lk(export_mu_);
     auto it = exported_.find(base);
     if (it != exported_.end() && it->second.id == id) {
@@ -78,6 +79,11 @@ class IpcPeerMemory final : public PeerMemory {
         (next != exported_.end() && next->first < base + size) ||
         (next != exported_.begin() && std::prev(next)->first + std::prev(next)->second.size > base);
     if (reused) return Status(Err::kUnsupported, "address lent before, freed since");
+    // Lent for collectives, the allocation must be whole 2 MiB pages: a peer's
+    // mapping covers whole pages, and small allocations share them.
+    constexpr uint64_t kPage = uint64_t{2} << 20;
+    if (!kept && (base % kPage != 0 || size % kPage != 0))
+      return Status(Err::kUnsupported, "allocation shares its 2 MiB pages");
     if (!kept && once != once_.end()) {
       e.handle = once->second.handle;
       return e;

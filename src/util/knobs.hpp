@@ -24,11 +24,11 @@ namespace loom {
     "auto: smallest collective (bytes each rank receives) for the node-local engine")        \
   X(coll_schedule_min, "LOOM_COLL_SCHEDULE_MIN", "262144",                                   \
     "auto: smallest nonblocking collective (bytes each rank receives) run as a schedule")    \
-  X(coll_lend_min, "LOOM_COLL_LEND_MIN", "-1",                                               \
+  X(coll_lend_min, "LOOM_COLL_LEND_MIN", "4194304",                                          \
     "node-local collectives read contiguous device buffers of at least this many bytes "     \
-    "where they lie (CUDA IPC of the user's allocation, mapped for the call) and Allreduce " \
-    "folds straight into the ranks' outputs; -1 (default): every buffer is copied into "     \
-    "Loom's segments, which peers keep mapped (all ranks alike)")                            \
+    "where they lie (whole 2 MiB pages of a cudaMalloc allocation, which peers map through " \
+    "CUDA IPC and keep mapped) and Allreduce folds straight into the ranks' outputs; -1: "   \
+    "every buffer is copied into Loom's segments (all ranks alike)")                         \
   X(cache_dir, "LOOM_CACHE_DIR", "",                                                         \
     "directory of loom-measure's profiles (else $XDG_CACHE_HOME/loom, else ~/.cache/loom)")  \
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")     \
