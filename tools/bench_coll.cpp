@@ -444,7 +444,10 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t f
   rows.clear();
 
   // Allreduce (float sum), Bcast, Scan, Allgather, Reduce_scatter_block.
-  for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096 ? 32 : 16)) {
+  // 4 B to 16 MiB in steps of 16 (32 below 4 KiB), then 64 and 256 MiB.
+  for (size_t bytes = 4; bytes <= big; bytes *= (bytes < 4096                 ? 32
+                                                 : bytes < (size_t{16} << 20) ? 16
+                                                                              : 4)) {
     if (bytes < g_from) continue;
     const int count = static_cast<int>(bytes / sizeof(float));
     const int reps = reps_for(bytes);
