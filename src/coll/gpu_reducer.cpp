@@ -3,10 +3,9 @@
 // application queued on the legacy default stream.
 #include <cuda_runtime_api.h>
 
-#include <string>
-
 #include "coll/node_engine.hpp"
 #include "coll/reduce_gpu.hpp"
+#include "pack/cuda/check.hpp"
 
 namespace loom::coll {
 namespace {
@@ -15,17 +14,10 @@ class GpuReducer final : public Reducer {
  public:
   explicit GpuReducer(cudaStream_t s) : stream_(s) {}
   ~GpuReducer() override { cudaStreamDestroy(stream_); }
-  Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
-                size_t count) override {
-    return gpu_reduce_sync(op, b, in, n, out, count, stream_);
-  }
   Status reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs, int nout,
                    size_t count) override {
     LOOM_TRY(gpu_reduce_to(op, b, in, n, outs, nout, count, stream_));
-    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) {
-      cudaGetLastError();
-      return Status(Err::kCuda, std::string("reducer: ") + cudaGetErrorString(e));
-    }
+    LOOM_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
 

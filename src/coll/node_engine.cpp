@@ -82,14 +82,12 @@ class Exchange {
   // The caller's receive buffer, lent as it lies for peers to write into
   // (false where it cannot be: peers cannot reach it then).
   bool lend_output(void* p, size_t bytes) {
-    if (!ok_ || !lends(bytes)) return false;
-    auto ex = e_.mem->export_user(p, bytes, false);
+    auto ex = export_lent(p, bytes);
     if (!ex) return false;
     if (ex->copy.ptr) {  // a copy (the host test mode): writes would not reach p
       e_.mem->release(ex->copy);
       return false;
     }
-    check(e_.mover->settle_user());
     output_lent_ = true;
     output_offset_ = ex->offset;
     output_base_ = ex->base;
@@ -202,18 +200,12 @@ class Exchange {
   // The caller's bytes lent where they lie (CUDA IPC of their allocation;
   // in the host test mode a copy into shared memory); false: pack instead.
   bool lend_as_is(const char* p, size_t bytes) {
-    if (!ok_ || !lends(bytes)) return false;
-    auto ex = e_.mem->export_user(p, bytes, false);
-    if (!ex) {
-      LOOM_DEBUG(kTransport, "node collective: %s; packing into a segment",
-                 ex.status().message().c_str());
-      return false;
-    }
+    auto ex = export_lent(p, bytes);
+    if (!ex) return false;
     if (ex->copy.ptr) {
       seg_ = ex->copy;
       lent_ = true;
     }
-    check(e_.mover->settle_user());
     own_ = p;
     bytes_ = bytes;
     offset_ = ex->offset;
@@ -222,8 +214,19 @@ class Exchange {
     handle_base_ = ex->base;
     return true;
   }
-  bool lends(size_t bytes) const {
-    return e_.lend_min >= 0 && bytes > 0 && bytes >= static_cast<uint64_t>(e_.lend_min);
+  // `bytes` at p exported for peers to map (LOOM_COLL_LEND_MIN), once the
+  // application's queued work on it is done; an error: copy instead.
+  Result<transport::Exported> export_lent(const void* p, size_t bytes) {
+    if (!ok_ || e_.lend_min < 0 || bytes == 0 || bytes < static_cast<uint64_t>(e_.lend_min))
+      return Status(Err::kUnsupported, "not lent");
+    auto ex = e_.mem->export_user(p, bytes, false);
+    if (!ex) {
+      LOOM_DEBUG(kTransport, "node collective: %s; copying into a segment",
+                 ex.status().message().c_str());
+      return ex;
+    }
+    check(e_.mover->settle_user());
+    return ex;
   }
   // A peer's allocation lent for this call, in use until finish().
   Result<char*> map_user(const transport::PeerHandle& h, int lender, uint64_t base) {
@@ -585,10 +588,6 @@ namespace {
 
 class HostReducer final : public Reducer {
  public:
-  Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
-                size_t count) override {
-    return host_reduce(op, b, in, n, out, count);
-  }
   Status reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs, int nout,
                    size_t count) override {
     LOOM_TRY(host_reduce(op, b, in, n, outs[0], count));  // reads every input first

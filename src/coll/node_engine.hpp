@@ -37,8 +37,9 @@ inline constexpr int kMaxOutputs = 16;  // of one Reducer::reduce_to
 class Reducer {
  public:
   virtual ~Reducer() = default;
-  virtual Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out,
-                        size_t count) = 0;
+  Status reduce(ReduceOp op, Basic b, const void* const* in, int n, void* out, size_t count) {
+    return reduce_to(op, b, in, n, &out, 1, count);
+  }
   // The same result written to each of outs[0..nout-1] (up to
   // kMaxOutputs), any of which may be an input.
   virtual Status reduce_to(ReduceOp op, Basic b, const void* const* in, int n, void* const* outs,

@@ -66,10 +66,10 @@ class IpcPeerMemory final : public PeerMemory {
       e.handle = it->second.handle;
       return e;
     }
-    auto once = once_.find(base);
-    if (once != once_.end() && once->second.id != id) {  // freed and allocated again
-      once_.erase(once);
-      once = once_.end();
+    auto once = coll_.find(base);
+    if (once != coll_.end() && once->second.id != id) {  // freed and allocated again
+      coll_.erase(once);
+      once = coll_.end();
     }
     // Addresses lent before and since freed: a peer may still map the old
     // allocation there, and the driver refuses it a second mapping of the
@@ -84,7 +84,7 @@ class IpcPeerMemory final : public PeerMemory {
     constexpr uint64_t kPage = uint64_t{2} << 20;
     if (!kept && (base % kPage != 0 || size % kPage != 0))
       return Status(Err::kUnsupported, "allocation shares its 2 MiB pages");
-    if (!kept && once != once_.end()) {
+    if (!kept && once != coll_.end()) {
       e.handle = once->second.handle;
       return e;
     }
@@ -95,9 +95,9 @@ class IpcPeerMemory final : public PeerMemory {
     std::memcpy(e.handle.bytes, &h, sizeof(h));
     if (kept) {
       exported_[base] = {size, id, e.handle};
-      once_.erase(base);
+      coll_.erase(base);
     } else {
-      once_[base] = {size, id, e.handle};
+      coll_[base] = {size, id, e.handle};
     }
     return e;
   }
@@ -146,8 +146,9 @@ class IpcPeerMemory final : public PeerMemory {
     PeerHandle handle;
   };
   std::map<CUdeviceptr, Lent> exported_;  // allocations lent as they lie, by base
-  // Lent for single operations (peers close their mappings): handles only.
-  std::map<CUdeviceptr, Lent> once_;
+  // Lent for the collectives (export_user(kept = false)): peers drop their
+  // mappings once freed memory gets in the way, so these may be lent again.
+  std::map<CUdeviceptr, Lent> coll_;
 };
 
 }  // namespace
