@@ -2,7 +2,9 @@
 # Point-to-point on one GPU machine, every contender in one run (the
 # numbers of docs/results/p2p-*.md): loom-p2p, a plain MPI program, under
 #   loom-auto    Loom (LD_PRELOAD) over the system's Open MPI, defaults
-#   loom-zcopy   the same with the zero-copy device method (LOOM_ZCOPY_MIN=0)
+#                (contiguous device messages lent as they lie: zero-copy)
+#   loom-segments the same with zero-copy off (LOOM_ZCOPY_MIN=off): every
+#                message packed into a segment of Loom's
 #   loom-nobatch the defaults but each send's pack launched alone (LOOM_BATCH_PACKS=0)
 #   naive        no Loom: the program copies to pinned host memory itself
 #   ucx-cuda     no Loom: Open MPI over UCX built with CUDA, when
@@ -24,7 +26,7 @@ run() {  # label, mpirun flags..., -- program flags...
 : >"$out"
 for type in contig vector; do
   run loom-auto -x LD_PRELOAD="$lib" -- --type $type
-  run loom-zcopy -x LD_PRELOAD="$lib" -x LOOM_ZCOPY_MIN=0 -- --type $type
+  run loom-segments -x LD_PRELOAD="$lib" -x LOOM_ZCOPY_MIN=off -- --type $type
   run loom-nobatch -x LD_PRELOAD="$lib" -x LOOM_BATCH_PACKS=0 -- --type $type
   run naive -- --type $type --naive
 done

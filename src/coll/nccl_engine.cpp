@@ -109,7 +109,7 @@ Seat my_seat() {
   return s;
 }
 
-State* state_of(MPI_Comm comm) {
+State* state_of(MPI_Comm comm, int (*wait)(MPI_Request*)) {
   const int kv = keyval();
   void* attr = nullptr;
   int found = 0;
@@ -121,7 +121,14 @@ State* state_of(MPI_Comm comm) {
   PMPI_Comm_size(comm, &s->size);
   const Seat me = my_seat();
   std::vector<Seat> all(static_cast<size_t>(s->size));
-  PMPI_Allgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE, comm);
+  if (!wait) {
+    PMPI_Allgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE, comm);
+  } else {
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (PMPI_Iallgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE, comm,
+                        &r) == MPI_SUCCESS)
+      wait(&r);
+  }
   bool ok = true;
   for (size_t i = 0; i < all.size() && ok; ++i) {
     ok = all[i].has != 0;
@@ -194,7 +201,7 @@ bool op_of(MPI_Op op, ncclRedOp_t* out) {
 // Runs `issue` on comm's NCCL communicator and stream, then waits for it.
 template <class Issue>
 Status run(MPI_Comm comm, Issue issue) {
-  State* s = state_of(comm);
+  State* s = state_of(comm, nullptr);  // made by usable() before
   if (!s->usable) return Status(Err::kUnsupported, "NCCL is not usable on this communicator");
   LOOM_TRY(ready(comm, s));
   LOOM_TRY(issue(*s));
@@ -209,8 +216,8 @@ bool available(std::string* why) {
   return api().why.empty();
 }
 
-bool usable(MPI_Comm comm) {
-  return state_of(comm)->usable;
+bool usable(MPI_Comm comm, int (*wait)(MPI_Request*)) {
+  return state_of(comm, wait)->usable;
 }
 
 bool reducible(MPI_Datatype t, MPI_Op op) {
@@ -298,7 +305,7 @@ bool available(std::string* why) {
   if (why) *why = "Loom was built without NCCL headers";
   return false;
 }
-bool usable(MPI_Comm) {
+bool usable(MPI_Comm, int (*)(MPI_Request*)) {
   return false;
 }
 bool reducible(MPI_Datatype, MPI_Op) {

@@ -26,7 +26,9 @@ bool available(std::string* why);
 
 // Collective over comm on its first call (the verdict is kept on comm):
 // every rank of comm has NCCL and a GPU no other rank of comm uses.
-bool usable(MPI_Comm comm);
+// `wait`: that first exchange goes nonblocking, waited for by it (NodeEnv's
+// `wait`, node_engine.hpp).
+bool usable(MPI_Comm comm, int (*wait)(MPI_Request*) = nullptr);
 
 // The NCCL element type and op for a reduction of t with op; false when
 // NCCL has none (MINLOC, logical and bitwise ops, user ops, short ints...).

@@ -10,6 +10,39 @@
 namespace loom::coll {
 namespace {
 
+// The engine's own exchanges: blocking, or nonblocking and e.wait (NodeEnv).
+int allgather(const NodeEnv& e, const void* mine, void* all, int bytes) {
+  if (!e.wait) return PMPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm);
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = PMPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm, &r);
+  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+}
+int alltoall(const NodeEnv& e, const void* mine, void* theirs, int bytes) {
+  if (!e.wait) return PMPI_Alltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm);
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = PMPI_Ialltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm, &r);
+  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+}
+// The worst of every rank's error flag.
+int any_error(const NodeEnv& e, int err) {
+  int any = 1;
+  int rc;
+  if (!e.wait) {
+    rc = PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm);
+  } else {
+    MPI_Request r = MPI_REQUEST_NULL;
+    rc = PMPI_Iallreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm, &r);
+    if (rc == MPI_SUCCESS) rc = e.wait(&r);
+  }
+  return rc == MPI_SUCCESS ? any : 1;
+}
+int barrier(const NodeEnv& e) {
+  if (!e.wait) return PMPI_Barrier(e.comm);
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = PMPI_Ibarrier(e.comm, &r);
+  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+}
+
 // What each rank tells the others in the allgather.
 struct Desc {
   int32_t ok = 0;            // takes part
@@ -134,9 +167,7 @@ class Exchange {
       mine.output_base = output_base_;
       mine.output = output_;
     }
-    if (PMPI_Allgather(&mine, sizeof(Desc), MPI_BYTE, all_.data(), sizeof(Desc), MPI_BYTE,
-                       e_.comm) != MPI_SUCCESS)
-      return false;
+    if (allgather(e_, &mine, all_.data(), sizeof(Desc)) != MPI_SUCCESS) return false;
     for (const Desc& d : all_)
       if (!d.ok) return false;
     return true;
@@ -181,10 +212,8 @@ class Exchange {
   // call returns, and the next that overlaps one drops its mapping.
   Outcome finish(const Status& s) {
     unmap_user();
-    int err = s.is_ok() ? 0 : 1, any = 0;
     if (!s.is_ok()) LOOM_LOG(kError, kTransport, "node collective: %s", s.message().c_str());
-    if (PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e_.comm) != MPI_SUCCESS) any = 1;
-    return any ? Outcome::kFailed : Outcome::kDone;
+    return any_error(e_, s.is_ok() ? 0 : 1) ? Outcome::kFailed : Outcome::kDone;
   }
 
  private:
@@ -403,8 +432,7 @@ Outcome allreduce_split(const NodeEnv& e, const void* in, void* out, size_t coun
     return x.finish(s);
   }
   if (s.is_ok()) s = e.reducer->reduce(op, b, inputs.data(), e.size, res, mine);
-  if (PMPI_Barrier(e.comm) != MPI_SUCCESS && s.is_ok())
-    s = Status(Err::kMpi, "the barrier after the folds");
+  if (barrier(e) != MPI_SUCCESS && s.is_ok()) s = Status(Err::kMpi, "the barrier after the folds");
   for (size_t p = 0; p < n && s.is_ok(); ++p) {
     auto piece = x.result(static_cast<int>(p));
     s = piece ? e.mover->copy_async(static_cast<char*>(out) + first(p) * es, piece.value(),
@@ -571,17 +599,13 @@ Outcome exchange(const NodeEnv& e, const std::vector<Block>& out, const std::vec
     mine[p].bytes = len[p];
     mine[p].handle = lent.seg.handle;
   }
-  if (PMPI_Alltoall(mine.data(), sizeof(Rec), MPI_BYTE, from.data(), sizeof(Rec), MPI_BYTE,
-                    e.comm) != MPI_SUCCESS)
-    return Outcome::kDeclined;
+  if (alltoall(e, mine.data(), from.data(), sizeof(Rec)) != MPI_SUCCESS) return Outcome::kDeclined;
   for (const Rec& r : from)
     if (!r.ok) return Outcome::kDeclined;
   if (!ok) return Outcome::kDeclined;  // (every rank saw this one's no)
   Status s = pull_blocks(e, in, from, static_cast<const char*>(lent.seg.ptr));
-  int err = s.is_ok() ? 0 : 1, any = 0;
   if (!s.is_ok()) LOOM_LOG(kError, kTransport, "node collective: %s", s.message().c_str());
-  if (PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm) != MPI_SUCCESS) any = 1;
-  return any ? Outcome::kFailed : Outcome::kDone;
+  return any_error(e, s.is_ok() ? 0 : 1) ? Outcome::kFailed : Outcome::kDone;
 }
 
 namespace {

@@ -62,6 +62,10 @@ struct NodeEnv {
   // (transport::PeerMemory::open_user).
   int64_t lend_min = -1;
   int world_rank = 0;  // this rank's, which names it as a lender
+  // Set where zero-copy senders may wait on this rank (mpi/blocking.hpp):
+  // the engine's own exchanges go as nonblocking calls, and this waits for
+  // them while finishing the receives that land. Null: blocking calls.
+  int (*wait)(MPI_Request*) = nullptr;
 };
 
 // A buffer and Loom's view of what it holds; `msg.form` null: this rank

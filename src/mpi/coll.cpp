@@ -6,12 +6,13 @@
 // take the node-local engine where it applies (src/coll), else the MPI's own
 // collective runs on host mirrors of them (coll_call.hpp), which holds for
 // every datatype and op, user-defined ones included. MPI_Barrier moves no
-// data and is not intercepted.
+// data (mpi/blocking.cpp).
 #include <mpi.h>
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: the persistent collectives (MPIX_..._init)
 #endif
 
+#include "mpi/blocking.hpp"
 #include "mpi/coll_args.hpp"
 #include "mpi/coll_call.hpp"
 #include "mpi/coll_engines.hpp"
@@ -34,14 +35,25 @@ namespace engines = loom::mpi::engines;
 
 // Each name must be the MPI's own (its PMPI_ twin exists), or the MPI's
 // function would be called instead, with device buffers.
-#define LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
-  static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");              \
-  int MPI_##Name(LOOM_P params) {                                               \
-    Call c(comm, "MPI_" #Name);                                                 \
-    c.buffers(LOOM_P call_args);                                                \
-    LOOM_P engine;                                                              \
-    LOOM_P describe;                                                            \
-    return c.blocking([&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); }); \
+// While zero-copy is on, the MPI's nonblocking form runs instead, tested in a
+// loop that finishes receives zero-copy senders wait on (mpi/blocking.hpp);
+// not for the neighbour collectives, whose blocking and nonblocking forms
+// pair a repeated neighbour's blocks differently under Open MPI.
+#define LOOM_BLOCKING(Name, IName, params, call_args, describe, engine)    \
+  static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");         \
+  int MPI_##Name(LOOM_P params) {                                          \
+    Call c(comm, "MPI_" #Name);                                            \
+    c.buffers(LOOM_P call_args);                                           \
+    LOOM_P engine;                                                         \
+    LOOM_P describe;                                                       \
+    return c.blocking([&] {                                                \
+      return loom::mpi::blocking_call(                                     \
+          loom::mpi::collectives_poll() && !loom::mpi::is_neighbor(#Name), \
+          [&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); },         \
+          [&](MPI_Request* loom_req_) {                                    \
+            return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, loom_req_);    \
+          });                                                              \
+    });                                                                    \
   }
 // The engine runs after `describe` (which only registers the mirrors), so
 // that argument errors found there go to the MPI's own call.
@@ -75,7 +87,7 @@ namespace engines = loom::mpi::engines;
 // (return) through a faster engine than the host mirrors; it sees the
 // caller's own buffers, before `describe` swaps in their mirrors.
 #define LOOM_COLLECTIVE(Name, IName, params, call_args, describe, engine) \
-  LOOM_BLOCKING(Name, params, call_args, describe, engine)                \
+  LOOM_BLOCKING(Name, IName, params, call_args, describe, engine)         \
   LOOM_NONBLOCKING(IName, params, call_args, describe, engine)            \
   LOOM_PERSISTENT(Name, params, call_args, describe)
 

@@ -6,6 +6,7 @@
 #include "coll/nccl_engine.hpp"
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
+#include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
@@ -41,6 +42,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   env->reducer = rt->reducer();
   env->lend_min = rt->coll_lend_min;
   env->world_rank = rt->rv->world_rank();
+  env->wait = collective_wait();
   return true;
 }
 
@@ -55,9 +57,14 @@ bool nccl_gate(const Call& c, int64_t bytes, bool can) {
   if (c.request() || !c.active() || c.inter_comm() || (m != Mode::kNccl && m != Mode::kAuto))
     return false;
   if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
-  if (!coll::nccl::usable(c.comm())) return false;
+  if (!coll::nccl::usable(c.comm(), collective_wait())) return false;
   int mine = can && !rt->host_as_device() ? 1 : 0, all = 0;  // test mode: host memory
-  PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm());
+  blocking_call(
+      collectives_poll(),
+      [&] { return PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm()); },
+      [&](MPI_Request* r) {
+        return PMPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm(), r);
+      });
   if (!all) LOOM_DEBUG(kMpi, "%s: NCCL declined (some rank's buffers do not suit it)", c.fn());
   return all != 0;
 }

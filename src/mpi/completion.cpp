@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/next.hpp"
 #include "mpi/requests.hpp"
@@ -24,14 +25,11 @@ namespace {
 RequestTable* active_table() {
   Runtime* rt = runtime();
   if (!rt) return nullptr;
-  if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
-  progress_schedules();            // nonblocking collectives' messages
-  if (rt->requests.empty()) return nullptr;
-  rt->requests.progress();
   // With zero-copy sends on, a sender waits until its receiver has read the
   // buffer: every completion call first finishes the receives that landed
   // (RequestTable::finish_landed), whichever requests it was given.
-  if (rt->zero_copy_on()) rt->requests.finish_landed();
+  progress_loom();
+  if (rt->requests.empty()) return nullptr;
   return &rt->requests;
 }
 

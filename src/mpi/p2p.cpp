@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
@@ -472,10 +473,14 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
 
 // A send in any mode (next: the MPI's MPI_Send or MPI_Ssend; MPI_Isend or
 // MPI_Issend): host buffers straight to it, device buffers through staging.
-int send_any(SendFn next, const void* buf, int count, MPI_Datatype type, int dest, int tag,
-             MPI_Comm comm) {
+// A host send while zero-copy senders may wait on this rank goes as its
+// nonblocking form (`inext`), tested in a loop (mpi/blocking.hpp).
+int send_any(SendFn next, IsendFn inext, const void* buf, int count, MPI_Datatype type, int dest,
+             int tag, MPI_Comm comm) {
   if (dest == MPI_PROC_NULL || !on_device(buf, count, type))
-    return next(buf, count, type, dest, tag, comm);
+    return blocking_call(
+        must_poll(), [&] { return next(buf, count, type, dest, tag, comm); },
+        [&](MPI_Request* r) { return inext(buf, count, type, dest, tag, comm, r); });
   if (Native n; native(count, type, comm, dest, &n))
     return as_bytes(buf, n, [&](void* where, int c, MPI_Datatype t) {
       return next(where, c, t, dest, tag, comm);
@@ -552,11 +557,11 @@ using namespace loom::mpi;
 extern "C" {
 
 int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send_any(LOOM_NEXT(MPI_Send), buf, count, type, dest, tag, comm);
+  return send_any(LOOM_NEXT(MPI_Send), LOOM_NEXT(MPI_Isend), buf, count, type, dest, tag, comm);
 }
 
 int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send_any(LOOM_NEXT(MPI_Ssend), buf, count, type, dest, tag, comm);
+  return send_any(LOOM_NEXT(MPI_Ssend), LOOM_NEXT(MPI_Issend), buf, count, type, dest, tag, comm);
 }
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
@@ -588,9 +593,13 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
     int rc = deliver(kept, recvbuf, recvcount, recvtype, comm, st);
     put(status, st);
     if (rc != MPI_SUCCESS) return raise(comm, rc, "MPI_Sendrecv of a probed message");
-    return send_any(LOOM_NEXT(MPI_Send), sendbuf, sendcount, sendtype, dest, sendtag, comm);
+    return send_any(LOOM_NEXT(MPI_Send), LOOM_NEXT(MPI_Isend), sendbuf, sendcount, sendtype, dest,
+                    sendtag, comm);
   }
-  if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype)) {
+  // Host buffers go to the MPI's own, unless zero-copy senders may wait on
+  // this rank (mpi/blocking.hpp): then as the device buffers below.
+  if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype) &&
+      !must_poll()) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
                                      recvcount, recvtype, source, recvtag, comm, status);

@@ -54,10 +54,14 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
   coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
-  if (!knobs().zcopy_min.empty()) {
-    const long long zc = std::atoll(knobs().zcopy_min.c_str());
-    zcopy_min_ = zc >= 0 ? static_cast<int64_t>(zc) : 0;
-  }
+  // LOOM_ZCOPY_MIN: unset, from the header's size up (below it the device
+  // method does not run); negative or "off": never.
+  const std::string& zc = knobs().zcopy_min;
+  zcopy_default_ = zc.empty();
+  if (zc == "off")
+    zcopy_min_ = -1;
+  else if (!zc.empty())
+    zcopy_min_ = std::atoll(zc.c_str()) >= 0 ? std::atoll(zc.c_str()) : -1;
 }
 
 bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
@@ -84,6 +88,16 @@ bool Runtime::set_method(const std::string& name) {
 Runtime::~Runtime() {
   requests.drain();
   if (rv) rv->shutdown();
+}
+
+bool Runtime::wants_zero_copy() const {
+  if (zcopy_min_ < 0) return false;
+  if (!zcopy_default_) return true;
+  // Not by default under MPI_THREAD_MULTIPLE: a multi-threaded soak stalled
+  // once with zero-copy on (docs/interposer.md); LOOM_ZCOPY_MIN turns it on.
+  int level = MPI_THREAD_SINGLE;
+  PMPI_Query_thread(&level);
+  return level != MPI_THREAD_MULTIPLE;
 }
 
 bool Runtime::wants_device_method() const {

@@ -97,7 +97,8 @@ class Runtime {
   // rank that blocks finishes the receives that land meanwhile, as their
   // senders wait for them to be read.
   bool zero_copy_on() const { return rv && rv->zero_copy(); }
-  bool wants_zero_copy() const { return zcopy_min_ >= 0; }
+  // This rank wants zero-copy sends (LOOM_ZCOPY_MIN; on by default).
+  bool wants_zero_copy() const;
 
   static constexpr size_t kOneShotMax = size_t{1} << 20;
   // Since device-method sends stopped waiting for their packs, the method
@@ -117,7 +118,8 @@ class Runtime {
   std::atomic<Choice> choice_{Choice::kAuto};
   bool host_as_device_ = false;
   size_t pipeline_min_ = 0;
-  int64_t zcopy_min_ = -1;  // LOOM_ZCOPY_MIN; -1: off
+  int64_t zcopy_min_ = 0;      // LOOM_ZCOPY_MIN; -1: off
+  bool zcopy_default_ = true;  // LOOM_ZCOPY_MIN unset
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;

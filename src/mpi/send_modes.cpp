@@ -12,6 +12,7 @@
 
 #include <vector>
 
+#include "mpi/blocking.hpp"
 #include "mpi/buffer_calls.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
@@ -149,7 +150,9 @@ extern "C" {
 int MPI_Rsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
   if (dest != MPI_PROC_NULL && is_device(buf, count, t))
     return MPI_Send(buf, count, t, dest, tag, comm);
-  return LOOM_NEXT(MPI_Rsend)(buf, count, t, dest, tag, comm);
+  return blocking_call(
+      must_poll(), [&] { return LOOM_NEXT(MPI_Rsend)(buf, count, t, dest, tag, comm); },
+      [&](MPI_Request* r) { return LOOM_NEXT(MPI_Irsend)(buf, count, t, dest, tag, comm, r); });
 }
 
 int MPI_Irsend(const void* buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,

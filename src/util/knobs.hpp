@@ -34,7 +34,8 @@ namespace loom {
   X(profile, "LOOM_PROFILE", "", "profile file to use instead of the cache directory's")     \
   X(zcopy_min, "LOOM_ZCOPY_MIN", "",                                                         \
     "device method: smallest contiguous message lent from the sender's own buffer (no "      \
-    "copy; its send completes once the receiver has read it); unset: off; all ranks alike")  \
+    "copy; its send completes once the receiver has read it); unset: from 128 B, not under " \
+    "MPI_THREAD_MULTIPLE; off or negative: never; all ranks alike")                          \
   X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                               \
     "staged messages go in pipelined chunks of this many bytes (unset or 0: off; all "       \
     "ranks alike)")                                                                          \

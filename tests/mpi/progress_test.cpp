@@ -8,9 +8,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "test_buffers.hpp"
+#include "transport/memtype.hpp"
 
 namespace loom::test {
 namespace {
@@ -168,6 +170,90 @@ TEST_F(Progress, CancelOfAMatchedSend) {
     int arrived = flag;
     MPI_Send(&arrived, 1, MPI_INT, peer_, 9, MPI_COMM_WORLD);
   }
+}
+
+// A receive posted, then a call that blocks until the peer gets past its
+// send: MPI_Barrier, a collective on host buffers, a collective on device
+// buffers (the node engine's own exchanges), a blocking send of a host
+// buffer above the eager limit. Every MPI progresses its rendezvous inside
+// these; Loom turns them into their nonblocking forms, tested in a loop
+// that finishes the receive, while zero-copy is on (mpi/blocking.hpp).
+class ProgressBlocked : public Progress {
+ protected:
+  // Even ranks: a blocking send, then `after`. Odd ranks: a receive posted,
+  // `after`, then its wait.
+  template <class After>
+  void run(int which, After after) {
+    if (peer_ == MPI_PROC_NULL) {
+      after();
+      return;
+    }
+    if (me_ % 2 == 0) {
+      std::vector<unsigned char> out = pattern(me_, which);
+      ASSERT_EQ(MPI_Send(out.data(), kN, MPI_BYTE, peer_, 1, MPI_COMM_WORLD), MPI_SUCCESS);
+      after();
+    } else {
+      std::vector<unsigned char> in(kN, 0);
+      MPI_Request r;
+      ASSERT_EQ(MPI_Irecv(in.data(), kN, MPI_BYTE, peer_, 1, MPI_COMM_WORLD, &r), MPI_SUCCESS);
+      after();
+      ASSERT_EQ(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      EXPECT_EQ(in, pattern(peer_, which));
+    }
+  }
+};
+
+// Marks a vector as host memory (a no-op outside the test modes).
+struct HostVector {
+  explicit HostVector(size_t n, int v = 0) : data(n, v) {
+    transport::test_mark_host(data.data(), n * sizeof(int));
+  }
+  ~HostVector() { transport::test_mark_host(data.data(), 0); }
+  std::vector<int> data;
+};
+
+TEST_F(ProgressBlocked, Barrier) {
+  run(7, [] { ASSERT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS); });
+}
+
+TEST_F(ProgressBlocked, HostAllreduce) {
+  run(8, [this] {
+    HostVector in(4, me_ + 1), out(4);
+    ASSERT_EQ(MPI_Allreduce(in.data.data(), out.data.data(), 4, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    const int n = world_size();
+    for (int v : out.data) EXPECT_EQ(v, n * (n + 1) / 2);
+  });
+}
+
+TEST_F(ProgressBlocked, DeviceAllreduce) {
+  run(9, [this] {
+    const int n = 1 << 15;  // 256 KiB of doubles: the node engine where it runs
+    std::vector<double> in(n), out(n, -1.0);
+    for (int i = 0; i < n; ++i) in[static_cast<size_t>(i)] = me_ + i % 5;
+    ASSERT_EQ(MPI_Allreduce(in.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+              MPI_SUCCESS);
+    const int size = world_size();
+    for (int i = 0; i < n; i += 997)
+      EXPECT_EQ(out[static_cast<size_t>(i)], size * (size - 1) / 2 + size * (i % 5)) << i;
+  });
+}
+
+// The odd rank's host send meets its peer's receive only after the peer's
+// own send completed.
+TEST_F(ProgressBlocked, HostSend) {
+  const int n = 1 << 16;  // 256 KiB: past any eager limit
+  run(10, [this, n] {
+    if (peer_ == MPI_PROC_NULL) return;
+    HostVector v(n, me_ % 2 ? 5 : 0);
+    if (me_ % 2) {
+      ASSERT_EQ(MPI_Send(v.data.data(), n, MPI_INT, peer_, 2, MPI_COMM_WORLD), MPI_SUCCESS);
+    } else {
+      ASSERT_EQ(MPI_Recv(v.data.data(), n, MPI_INT, peer_, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      EXPECT_EQ(v.data[n - 1], 5);
+    }
+  });
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// Blocking MPI calls made while zero-copy senders may wait on this rank
+// (blocking.hpp), and MPI_Barrier, the one such call that takes no buffer.
+#include "mpi/blocking.hpp"
+
+#include "mpi/coll_schedule.hpp"
+#include "mpi/next.hpp"
+#include "mpi/requests.hpp"
+#include "mpi/runtime.hpp"
+
+namespace loom::mpi {
+
+bool must_poll() {
+  Runtime* rt = runtime();
+  return rt && rt->zero_copy_on() && !rt->requests.empty();
+}
+
+bool collectives_poll() {
+  Runtime* rt = runtime();
+  return rt && rt->zero_copy_on();
+}
+
+void progress_loom() {
+  Runtime* rt = runtime();
+  if (!rt) return;
+  if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
+  progress_schedules();            // nonblocking collectives' messages
+  if (rt->requests.empty()) return;
+  rt->requests.progress();
+  if (rt->zero_copy_on()) rt->requests.finish_landed();
+}
+
+int wait_polling(MPI_Request* r, MPI_Status* st) {
+  for (;;) {
+    int flag = 0;
+    const int rc = PMPI_Test(r, &flag, st);
+    if (rc != MPI_SUCCESS || flag) return rc;
+    progress_loom();
+  }
+}
+
+int (*collective_wait())(MPI_Request*) {
+  if (!collectives_poll()) return nullptr;
+  return [](MPI_Request* r) { return wait_polling(r); };
+}
+
+}  // namespace loom::mpi
+
+extern "C" int MPI_Barrier(MPI_Comm comm) {
+  return loom::mpi::blocking_call(
+      loom::mpi::collectives_poll(), [&] { return LOOM_NEXT(MPI_Barrier)(comm); },
+      [&](MPI_Request* r) { return LOOM_NEXT(MPI_Ibarrier)(comm, r); });
+}

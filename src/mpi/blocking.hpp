@@ -1,0 +1,53 @@
+// Blocking MPI calls made while zero-copy senders may wait on this rank.
+//
+// A zero-copy send completes only once its receiver has read the buffer, as
+// an MPI's rendezvous send does, and MPI's progress rule requires such a
+// send to complete whatever blocking call its receiver makes next. An MPI
+// progresses its own rendezvous inside any of its calls; Loom's pulls run
+// only in Loom's code. So while this rank has operations of Loom's in
+// flight, a blocking call Loom hands to the MPI (a send or a collective on
+// host buffers, MPI_Barrier, the collective engines' own exchanges) becomes
+// its nonblocking form and a loop that tests it and finishes the receives
+// that land meanwhile. Otherwise the blocking call itself, at no cost.
+#pragma once
+
+#include <mpi.h>
+
+namespace loom::mpi {
+
+// A point-to-point call: zero-copy is on and this rank has operations in
+// flight (sends and receives match their nonblocking forms, so each rank
+// may choose alone).
+bool must_poll();
+// A collective call: zero-copy is on in this job. MPI does not match a
+// blocking collective with a nonblocking one, so every rank of the job
+// must choose alike.
+bool collectives_poll();
+// One round of Loom's progress: lent segments returned, nonblocking
+// collectives' schedules advanced, landed receives finished.
+void progress_loom();
+// Waits for one of the MPI's own requests, progressing Loom meanwhile.
+int wait_polling(MPI_Request* r, MPI_Status* st = MPI_STATUS_IGNORE);
+
+// For the collective engines' own exchanges (coll::NodeEnv::wait): a wait
+// that progresses Loom where collectives_poll(), else null (blocking calls).
+int (*collective_wait())(MPI_Request*);
+
+// A collective's name (without MPI_) names a neighbour collective.
+constexpr bool is_neighbor(const char* name) {
+  const char* n = "Neighbor_";
+  for (; *n; ++n, ++name)
+    if (*n != *name) return false;
+  return true;
+}
+
+// `blocking()`, or where `poll`, `nonblocking(&r)` and wait_polling(&r).
+template <class Blocking, class Nonblocking>
+int blocking_call(bool poll, Blocking blocking, Nonblocking nonblocking) {
+  if (!poll) return blocking();
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = nonblocking(&r);
+  return rc != MPI_SUCCESS ? rc : wait_polling(&r);
+}
+
+}  // namespace loom::mpi
