@@ -28,6 +28,8 @@
 #endif
 #define LOOM_NEXT_OF(fn) LOOM_NEXT(fn)  // expands fn first
 #define LOOM_P(...) __VA_ARGS__
+#define LOOM_FIRST_(a, ...) a
+#define LOOM_FIRST(...) LOOM_FIRST_(__VA_ARGS__)  // LOOM_FIRST (a, b, c): a
 
 using loom::mpi::Call;
 namespace args = loom::mpi::args;
@@ -37,23 +39,24 @@ namespace engines = loom::mpi::engines;
 // function would be called instead, with device buffers.
 // While zero-copy is on, the MPI's nonblocking form runs instead, tested in a
 // loop that finishes receives zero-copy senders wait on (mpi/blocking.hpp);
-// not for the neighbour collectives, whose blocking and nonblocking forms
-// pair a repeated neighbour's blocks differently under Open MPI.
-#define LOOM_BLOCKING(Name, IName, params, call_args, describe, engine)    \
-  static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");         \
-  int MPI_##Name(LOOM_P params) {                                          \
-    Call c(comm, "MPI_" #Name);                                            \
-    c.buffers(LOOM_P call_args);                                           \
-    LOOM_P engine;                                                         \
-    LOOM_P describe;                                                       \
-    return c.blocking([&] {                                                \
-      return loom::mpi::blocking_call(                                     \
-          loom::mpi::collectives_poll() && !loom::mpi::is_neighbor(#Name), \
-          [&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); },         \
-          [&](MPI_Request* loom_req_) {                                    \
-            return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, loom_req_);    \
-          });                                                              \
-    });                                                                    \
+// not where the MPI's nonblocking form differs (mpi/blocking.hpp's
+// stays_blocking).
+#define LOOM_BLOCKING(Name, IName, params, call_args, describe, engine) \
+  static_assert(sizeof(&PMPI_##Name) != 0, "not an MPI function");      \
+  int MPI_##Name(LOOM_P params) {                                       \
+    Call c(comm, "MPI_" #Name);                                         \
+    c.buffers(LOOM_P call_args);                                        \
+    LOOM_P engine;                                                      \
+    LOOM_P describe;                                                    \
+    return c.blocking([&] {                                             \
+      return loom::mpi::blocking_call(                                  \
+          loom::mpi::collectives_poll() &&                              \
+              !loom::mpi::stays_blocking(#Name, LOOM_FIRST call_args),  \
+          [&] { return LOOM_NEXT(MPI_##Name)(LOOM_P call_args); },      \
+          [&](MPI_Request* loom_req_) {                                 \
+            return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, loom_req_); \
+          });                                                           \
+    });                                                                 \
   }
 // The engine runs after `describe` (which only registers the mirrors), so
 // that argument errors found there go to the MPI's own call.
