@@ -248,7 +248,7 @@ class Exchange {
   Result<transport::Exported> export_lent(const void* p, size_t bytes) {
     if (!ok_ || e_.lend_min < 0 || bytes == 0 || bytes < static_cast<uint64_t>(e_.lend_min))
       return Status(Err::kUnsupported, "not lent");
-    auto ex = e_.mem->export_user(p, bytes, false);
+    auto ex = e_.mem->export_user(p, bytes, /*whole_pages=*/true);
     if (!ex) {
       LOOM_DEBUG(kTransport, "node collective: %s; copying into a segment",
                  ex.status().message().c_str());

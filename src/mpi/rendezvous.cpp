@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -653,6 +654,12 @@ Result<const void*> Rendezvous::open(const Header& h) {
     auto it = lent_.find(h.seq);
     if (it == lent_.end()) return Status(Err::kInvalidArg, "own segment not lent");
     base = it->second.ptr;
+  } else if (h.kind == kZeroCopy) {  // the sender's own buffer: in use until the ack
+    auto b = mem_->open_user(h.handle, h.sender, 0);
+    if (!b) return b.status();
+    base = b.value();
+    std::lock_guard<std::mutex> lk(mu_);
+    zc_open_.emplace(std::make_pair(h.sender, h.seq), h.handle);
   } else {
     auto b = mem_->open(h.handle, h.sender);
     if (!b) return b.status();
@@ -686,9 +693,20 @@ void Rendezvous::ack(const Header& h) {
     r.seq = h.seq;
     r.flags = kReadyDrop;
     PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_);
-  } else if (h.kind == kZeroCopy)
+  } else if (h.kind == kZeroCopy) {
+    // Read (or never opened): the mapping is idle again, droppable once freed.
+    std::optional<transport::PeerHandle> opened;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = zc_open_.find(std::make_pair(h.sender, h.seq));
+      if (it != zc_open_.end()) {
+        opened = it->second;
+        zc_open_.erase(it);
+      }
+    }
+    if (opened) mem_->done_user(*opened);
     PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
-  else
+  } else
     PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
 }
 

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -244,6 +245,8 @@ class Rendezvous {
   std::thread flusher_;
   std::mutex mu_;
   std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
+  // Zero-copy buffers of peers opened and not yet acked, by (sender, seq).
+  std::map<std::pair<int, uint64_t>, transport::PeerHandle> zc_open_;
   std::atomic<size_t> n_lent_{0};
   std::atomic<uint64_t> next_seq_{1};
   std::atomic<uint64_t> pulled_{0};

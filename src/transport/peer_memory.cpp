@@ -93,7 +93,7 @@ Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t ba
   if (auto k = opened_.find(key); k != opened_.end()) return k->second;  // kept for good
   // The lender's allocations never overlap while they live: a mapping of one
   // this range overlaps is of freed memory.
-  drop_idle(lender, base, h.size);
+  if (base != 0) drop_idle(lender, base, h.size);
   auto p = map(h);
   if (!p && p.status().code() == Err::kStale && drop_idle(lender, 0, 0) > 0) p = map(h);
   if (!p) return p.status();

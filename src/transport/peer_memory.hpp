@@ -53,23 +53,22 @@ class PeerMemory {
   void release(const Segment& s);
   // Lends `bytes` at p, which the caller keeps unchanged until the peer is
   // done; kUnsupported where the memory cannot be lent (the caller then
-  // packs into a segment). `kept`: peers map it with open() and keep the
-  // mapping for good (point-to-point zero-copy), so its address is never
-  // lent again once freed; else peers map it with open_user(), which drops
-  // mappings of freed memory that get in the way (the node-local collectives).
-  virtual Result<Exported> export_user(const void* p, size_t bytes, bool kept = true);
+  // packs into a segment), or with `whole_pages` where the allocation does
+  // not fill whole 2 MiB pages. Peers map it with open_user(), which drops
+  // mappings of freed memory that get in the way.
+  virtual Result<Exported> export_user(const void* p, size_t bytes, bool whole_pages = false);
   // The local address of a peer's segment or lent allocation: mapped on
   // first use, then cached. `lender` (the peer's world rank, or -1): where
   // the driver finds a mapping of memory that peer freed in the way
   // ("already mapped"), its idle open_user() mappings are dropped and the
   // mapping is tried again.
   Result<const void*> open(const PeerHandle& h, int lender = -1);
-  // A peer's allocation lent with export_user(kept = false), which covers
-  // [base, base + h.size) in the lender: mapped on first use and cached,
-  // in use until done_user(). The lender may free it between uses; the
-  // next allocation it lends over that range finds this mapping in the way,
-  // and it is dropped then (as are any of the lender's idle ones where the
-  // driver still refuses).
+  // A peer's allocation lent with export_user(), which covers [base, base +
+  // h.size) in the lender (base 0: not known): mapped on first use and
+  // cached, in use until done_user(). The lender may free it between uses;
+  // the next allocation it lends over that range finds this mapping in the
+  // way, and it is dropped then (as are any of the lender's idle ones where
+  // the driver still refuses).
   Result<void*> open_user(const PeerHandle& h, int lender, uint64_t base);
   void done_user(const PeerHandle& h);
   // At shutdown, once no peer reads our segments and we read none of theirs.

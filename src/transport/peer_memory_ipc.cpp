@@ -39,8 +39,10 @@ class IpcPeerMemory final : public PeerMemory {
 
   // The allocation holding p, exported once: its handle is cached by base
   // address and the driver's buffer id, which changes when the address is
-  // freed and allocated again.
-  Result<Exported> export_user(const void* p, size_t bytes, bool kept) override {
+  // freed and allocated again. Peers map it with open_user(), which drops a
+  // mapping of freed memory that gets in the way, so a reused address is
+  // lent again like any other.
+  Result<Exported> export_user(const void* p, size_t bytes, bool whole_pages) override {
     PointerAttrsFn attrs = pointer_attrs();
     if (!attrs) return Status(Err::kUnsupported, "no cuPointerGetAttributes");
     CUdeviceptr base = 0;
@@ -57,35 +59,19 @@ class IpcPeerMemory final : public PeerMemory {
     if (!ipc_ok) return Status(Err::kUnsupported, "allocation cannot be shared by CUDA IPC");
     const uint64_t offset = reinterpret_cast<uintptr_t>(p) - static_cast<uintptr_t>(base);
     if (offset + bytes > size) return Status(Err::kInvalidArg, "buffer past its allocation");
+    // The collectives keep several of a lender's buffers mapped through one
+    // call: those must be whole 2 MiB pages, since a peer's mapping covers
+    // whole pages and small allocations share them.
+    constexpr uint64_t kPage = uint64_t{2} << 20;
+    if (whole_pages && (base % kPage != 0 || size % kPage != 0))
+      return Status(Err::kUnsupported, "allocation shares its 2 MiB pages");
     Exported e;
     e.offset = offset;
     e.base = base;
     std::lock_guard<std::mutex> lk(export_mu_);
-    auto it = exported_.find(base);
-    if (it != exported_.end() && it->second.id == id) {
+    auto it = lent_.find(base);
+    if (it != lent_.end() && it->second.id == id) {
       e.handle = it->second.handle;
-      return e;
-    }
-    auto once = coll_.find(base);
-    if (once != coll_.end() && once->second.id != id) {  // freed and allocated again
-      coll_.erase(once);
-      once = coll_.end();
-    }
-    // Addresses lent before and since freed: a peer may still map the old
-    // allocation there, and the driver refuses it a second mapping of the
-    // range ("already mapped"). Such memory is packed into segments instead.
-    auto next = exported_.lower_bound(base);
-    const bool reused =
-        (next != exported_.end() && next->first < base + size) ||
-        (next != exported_.begin() && std::prev(next)->first + std::prev(next)->second.size > base);
-    if (reused) return Status(Err::kUnsupported, "address lent before, freed since");
-    // Lent for collectives, the allocation must be whole 2 MiB pages: a peer's
-    // mapping covers whole pages, and small allocations share them.
-    constexpr uint64_t kPage = uint64_t{2} << 20;
-    if (!kept && (base % kPage != 0 || size % kPage != 0))
-      return Status(Err::kUnsupported, "allocation shares its 2 MiB pages");
-    if (!kept && once != coll_.end()) {
-      e.handle = once->second.handle;
       return e;
     }
     cudaIpcMemHandle_t h;
@@ -93,12 +79,14 @@ class IpcPeerMemory final : public PeerMemory {
     if (err != cudaSuccess) return cuda_err(err, "cudaIpcGetMemHandle");
     e.handle.size = size;
     std::memcpy(e.handle.bytes, &h, sizeof(h));
-    if (kept) {
-      exported_[base] = {size, id, e.handle};
-      coll_.erase(base);
-    } else {
-      coll_[base] = {size, id, e.handle};
+    // Entries of freed allocations that overlap this one are gone for good.
+    for (auto o = lent_.lower_bound(base); o != lent_.end() && o->first < base + size;)
+      o = lent_.erase(o);
+    if (auto o = lent_.lower_bound(base); o != lent_.begin()) {
+      auto before = std::prev(o);
+      if (before->first + before->second.size > base) lent_.erase(before);
     }
+    lent_[base] = {size, id, e.handle};
     return e;
   }
 
@@ -145,10 +133,7 @@ class IpcPeerMemory final : public PeerMemory {
     unsigned long long id = 0;  // the driver's buffer id
     PeerHandle handle;
   };
-  std::map<CUdeviceptr, Lent> exported_;  // allocations lent as they lie, by base
-  // Lent for the collectives (export_user(kept = false)): peers drop their
-  // mappings once freed memory gets in the way, so these may be lent again.
-  std::map<CUdeviceptr, Lent> coll_;
+  std::map<CUdeviceptr, Lent> lent_;  // allocations lent as they lie, by base
 };
 
 }  // namespace

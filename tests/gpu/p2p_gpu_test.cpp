@@ -324,6 +324,41 @@ TEST_F(GpuP2P, LargeMessages) {
   MPI_Type_free(&face);
 }
 
+// Buffers freed and allocated again between messages, at addresses a peer
+// may still have mapped (zero-copy sends lend the user's allocation as it
+// lies): whole-page and odd sizes, blocking and nonblocking, each message
+// read back whole.
+TEST_F(GpuP2P, BuffersFreedAndAllocatedAgain) {
+  const int sizes[] = {300 << 10, (64 << 10) + 8, 2 << 20, (5 << 20) + 4, 256 << 10, 1 << 20, 4096};
+  bool failed = false;
+  for (int round = 0; round < 3 && !failed; ++round) {
+    for (int n : sizes) {
+      DevBuffer src(MPI_BYTE, n, static_cast<unsigned>(round * 31 + n % 97 + rank())),
+          dst(MPI_BYTE, n, 0);
+      Buffer initial = dst.host;
+      Buffer theirs(MPI_BYTE, n, static_cast<unsigned>(round * 31 + n % 97 + peer_));
+      if (round % 2 == 0) {
+        ASSERT_EQ(MPI_Sendrecv(src.origin(), n, MPI_BYTE, peer_, 12, dst.origin(), n, MPI_BYTE,
+                               peer_, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  MPI_SUCCESS);
+      } else {
+        MPI_Request r[2];
+        ASSERT_EQ(MPI_Irecv(dst.origin(), n, MPI_BYTE, peer_, 13, MPI_COMM_WORLD, &r[0]),
+                  MPI_SUCCESS);
+        ASSERT_EQ(MPI_Isend(src.origin(), n, MPI_BYTE, peer_, 13, MPI_COMM_WORLD, &r[1]),
+                  MPI_SUCCESS);
+        ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+      }
+      const bool ok = dst.read() == expected(MPI_BYTE, n, theirs, MPI_BYTE, n, initial);
+      EXPECT_TRUE(ok) << "round " << round << ", " << n << " bytes";
+      if (any_rank_failed(!ok)) {
+        failed = true;
+        break;
+      }
+    }
+  }
+}
+
 TEST_F(GpuP2P, PackAndUnpackDeviceBuffers) {
   MPI_Datatype t;
   MPI_Type_vector(33, 5, 9, MPI_SHORT, &t);
