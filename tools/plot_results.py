@@ -153,7 +153,10 @@ def plot_p2p(plt, header, rows, title):
 
 
 def halo_label(r):
-    return r["mode"] if r["mode"] != "loom" else f"loom {r['method']}"
+    # Loom's rows by method; the other modes' by a variant, where one is set.
+    if r["mode"] == "loom" or r.get("method"):
+        return f"{r['mode']} {r['method']}"
+    return r["mode"]
 
 
 def plot_halo(plt, header, rows, title):
