@@ -4,11 +4,12 @@
 // an MPI's rendezvous send does, and MPI's progress rule requires such a
 // send to complete whatever blocking call its receiver makes next. An MPI
 // progresses its own rendezvous inside any of its calls; Loom's pulls run
-// only in Loom's code. So while this rank has operations of Loom's in
-// flight, a blocking call Loom hands to the MPI (a send or a collective on
-// host buffers, MPI_Barrier, the collective engines' own exchanges) becomes
-// its nonblocking form and a loop that tests it and finishes the receives
-// that land meanwhile. Otherwise the blocking call itself, at no cost.
+// only in Loom's code. So a blocking call Loom hands to the MPI becomes its
+// nonblocking form and a loop that tests it and finishes the receives that
+// land meanwhile: a send on host buffers while this rank has operations of
+// Loom's in flight; a collective (on host buffers or mirrors, MPI_Barrier,
+// the collective engines' own exchanges) whenever zero-copy is on.
+// Otherwise the blocking call itself, at no cost.
 #pragma once
 
 #include <mpi.h>
