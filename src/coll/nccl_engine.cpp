@@ -109,7 +109,7 @@ Seat my_seat() {
   return s;
 }
 
-State* state_of(MPI_Comm comm, int (*wait)(MPI_Request*)) {
+State* state_of(MPI_Comm comm, transport::WaitFn wait) {
   const int kv = keyval();
   void* attr = nullptr;
   int found = 0;
@@ -121,14 +121,16 @@ State* state_of(MPI_Comm comm, int (*wait)(MPI_Request*)) {
   PMPI_Comm_size(comm, &s->size);
   const Seat me = my_seat();
   std::vector<Seat> all(static_cast<size_t>(s->size));
-  if (!wait) {
-    PMPI_Allgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE, comm);
-  } else {
-    MPI_Request r = MPI_REQUEST_NULL;
-    if (PMPI_Iallgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE, comm,
-                        &r) == MPI_SUCCESS)
-      wait(&r);
-  }
+  transport::call_or_wait(
+      wait,
+      [&] {
+        return PMPI_Allgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE,
+                              comm);
+      },
+      [&](MPI_Request* r) {
+        return PMPI_Iallgather(&me, sizeof(Seat), MPI_BYTE, all.data(), sizeof(Seat), MPI_BYTE,
+                               comm, r);
+      });
   bool ok = true;
   for (size_t i = 0; i < all.size() && ok; ++i) {
     ok = all[i].has != 0;
@@ -216,7 +218,7 @@ bool available(std::string* why) {
   return api().why.empty();
 }
 
-bool usable(MPI_Comm comm, int (*wait)(MPI_Request*)) {
+bool usable(MPI_Comm comm, transport::WaitFn wait) {
   return state_of(comm, wait)->usable;
 }
 
@@ -305,7 +307,7 @@ bool available(std::string* why) {
   if (why) *why = "Loom was built without NCCL headers";
   return false;
 }
-bool usable(MPI_Comm, int (*)(MPI_Request*)) {
+bool usable(MPI_Comm, transport::WaitFn) {
   return false;
 }
 bool reducible(MPI_Datatype, MPI_Op) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "transport/mpi_wait.hpp"
 #include "util/status.hpp"
 
 namespace loom::coll::nccl {
@@ -26,9 +27,9 @@ bool available(std::string* why);
 
 // Collective over comm on its first call (the verdict is kept on comm):
 // every rank of comm has NCCL and a GPU no other rank of comm uses.
-// `wait`: that first exchange goes nonblocking, waited for by it (NodeEnv's
-// `wait`, node_engine.hpp).
-bool usable(MPI_Comm comm, int (*wait)(MPI_Request*) = nullptr);
+// `wait`: that first exchange goes nonblocking, waited for by it
+// (transport/mpi_wait.hpp).
+bool usable(MPI_Comm comm, transport::WaitFn wait = nullptr);
 
 // The NCCL element type and op for a reduction of t with op; false when
 // NCCL has none (MINLOC, logical and bitwise ops, user ops, short ints...).

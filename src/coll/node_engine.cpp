@@ -12,35 +12,31 @@ namespace {
 
 // The engine's own exchanges: blocking, or nonblocking and e.wait (NodeEnv).
 int allgather(const NodeEnv& e, const void* mine, void* all, int bytes) {
-  if (!e.wait) return PMPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm);
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = PMPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm, &r);
-  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+  return transport::call_or_wait(
+      e.wait, [&] { return PMPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm); },
+      [&](MPI_Request* r) {
+        return PMPI_Iallgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, e.comm, r);
+      });
 }
 int alltoall(const NodeEnv& e, const void* mine, void* theirs, int bytes) {
-  if (!e.wait) return PMPI_Alltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm);
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = PMPI_Ialltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm, &r);
-  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+  return transport::call_or_wait(
+      e.wait, [&] { return PMPI_Alltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm); },
+      [&](MPI_Request* r) {
+        return PMPI_Ialltoall(mine, bytes, MPI_BYTE, theirs, bytes, MPI_BYTE, e.comm, r);
+      });
 }
 // The worst of every rank's error flag.
 int any_error(const NodeEnv& e, int err) {
   int any = 1;
-  int rc;
-  if (!e.wait) {
-    rc = PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm);
-  } else {
-    MPI_Request r = MPI_REQUEST_NULL;
-    rc = PMPI_Iallreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm, &r);
-    if (rc == MPI_SUCCESS) rc = e.wait(&r);
-  }
+  const int rc = transport::call_or_wait(
+      e.wait, [&] { return PMPI_Allreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm); },
+      [&](MPI_Request* r) { return PMPI_Iallreduce(&err, &any, 1, MPI_INT, MPI_MAX, e.comm, r); });
   return rc == MPI_SUCCESS ? any : 1;
 }
 int barrier(const NodeEnv& e) {
-  if (!e.wait) return PMPI_Barrier(e.comm);
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = PMPI_Ibarrier(e.comm, &r);
-  return rc != MPI_SUCCESS ? rc : e.wait(&r);
+  return transport::call_or_wait(
+      e.wait, [&] { return PMPI_Barrier(e.comm); },
+      [&](MPI_Request* r) { return PMPI_Ibarrier(e.comm, r); });
 }
 
 // What each rank tells the others in the allgather.

@@ -25,6 +25,7 @@
 
 #include "coll/reduce_op.hpp"
 #include "transport/mover.hpp"
+#include "transport/mpi_wait.hpp"
 #include "transport/peer_memory.hpp"
 #include "util/status.hpp"
 
@@ -65,7 +66,7 @@ struct NodeEnv {
   // Set where zero-copy senders may wait on this rank (mpi/blocking.hpp):
   // the engine's own exchanges go as nonblocking calls, and this waits for
   // them while finishing the receives that land. Null: blocking calls.
-  int (*wait)(MPI_Request*) = nullptr;
+  transport::WaitFn wait = nullptr;
 };
 
 // A buffer and Loom's view of what it holds; `msg.form` null: this rank

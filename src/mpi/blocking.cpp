@@ -29,18 +29,17 @@ void progress_loom() {
   if (rt->zero_copy_on()) rt->requests.finish_landed();
 }
 
-int wait_polling(MPI_Request* r, MPI_Status* st) {
+int wait_polling(MPI_Request* r) {
   for (;;) {
     int flag = 0;
-    const int rc = PMPI_Test(r, &flag, st);
+    const int rc = PMPI_Test(r, &flag, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || flag) return rc;
     progress_loom();
   }
 }
 
-int (*collective_wait())(MPI_Request*) {
-  if (!collectives_poll()) return nullptr;
-  return [](MPI_Request* r) { return wait_polling(r); };
+transport::WaitFn collective_wait() {
+  return collectives_poll() ? wait_polling : nullptr;
 }
 
 }  // namespace loom::mpi

@@ -14,6 +14,8 @@
 
 #include <mpi.h>
 
+#include "transport/mpi_wait.hpp"
+
 namespace loom::mpi {
 
 // A point-to-point call: zero-copy is on and this rank has operations in
@@ -28,11 +30,11 @@ bool collectives_poll();
 // collectives' schedules advanced, landed receives finished.
 void progress_loom();
 // Waits for one of the MPI's own requests, progressing Loom meanwhile.
-int wait_polling(MPI_Request* r, MPI_Status* st = MPI_STATUS_IGNORE);
+int wait_polling(MPI_Request* r);
 
-// For the collective engines' own exchanges (coll::NodeEnv::wait): a wait
-// that progresses Loom where collectives_poll(), else null (blocking calls).
-int (*collective_wait())(MPI_Request*);
+// For the collective engines' own exchanges (coll::NodeEnv::wait):
+// wait_polling where collectives_poll(), else null (blocking calls).
+transport::WaitFn collective_wait();
 
 // A blocking collective (its name without MPI_, and its first argument) the
 // MPI's nonblocking form would not do alike, so it stays blocking: the
@@ -52,10 +54,7 @@ inline bool stays_blocking(const char* name, const void* first) {
 // `blocking()`, or where `poll`, `nonblocking(&r)` and wait_polling(&r).
 template <class Blocking, class Nonblocking>
 int blocking_call(bool poll, Blocking blocking, Nonblocking nonblocking) {
-  if (!poll) return blocking();
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = nonblocking(&r);
-  return rc != MPI_SUCCESS ? rc : wait_polling(&r);
+  return transport::call_or_wait(poll ? wait_polling : nullptr, blocking, nonblocking);
 }
 
 }  // namespace loom::mpi

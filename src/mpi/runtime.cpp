@@ -1,5 +1,6 @@
 #include "mpi/runtime.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
@@ -61,7 +62,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   if (zc == "off")
     zcopy_min_ = -1;
   else if (!zc.empty())
-    zcopy_min_ = std::atoll(zc.c_str()) >= 0 ? std::atoll(zc.c_str()) : -1;
+    zcopy_min_ = std::max<int64_t>(std::atoll(zc.c_str()), -1);
 }
 
 bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
