@@ -126,20 +126,23 @@ bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int
   return false;
 }
 
-// The zero-copy device method, when it applies (a contiguous device-method
-// message, Runtime::zero_copy): lends the user's own bytes, posts the
-// receive of their ack into *ack and fills hdr. False: pack or stage.
+// The zero-copy device method, when it applies (a device-method message,
+// Runtime::zero_copy): lends the user's own bytes as they lie (a derived
+// type in its own layout, which the receiver reads), posts the receive of
+// their ack into *ack and fills hdr. False: pack or stage.
 bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr,
                     MPI_Request* ack) {
   Runtime* rt = runtime();
-  int64_t base = 0;
   if (p.span() || p.method != transport::Method::kDevice || !rt->zero_copy(p.msg) ||
-      posting_schedule() || !transport::contiguous_at(p.msg, &base))
+      posting_schedule())
     return false;
   const int to = rt->rv->world_rank(comm, dest);
   if (to < 0 || rt->rv->channel_to(to)) return false;  // a channel peer cannot map it
-  Status s = rt->rv->lend_user(static_cast<const char*>(buf) + base,
-                               static_cast<size_t>(p.msg.bytes), to, hdr, ack);
+  int64_t base = 0;
+  Status s = transport::contiguous_at(p.msg, &base)
+                 ? rt->rv->lend_user(static_cast<const char*>(buf) + base,
+                                     static_cast<size_t>(p.msg.bytes), to, hdr, ack)
+                 : rt->rv->lend_typed(p.msg, buf, to, hdr, ack);
   if (s.is_ok()) return true;
   LOOM_DEBUG(kTransport, "zero-copy send: %s; packing into a segment", s.message().c_str());
   return false;

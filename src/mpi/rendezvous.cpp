@@ -11,6 +11,7 @@
 
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
+#include "type/wire.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
 #include "util/stats.hpp"
@@ -18,14 +19,23 @@
 namespace loom::mpi {
 namespace {
 
-constexpr uint64_t kMagic = 0x4c4f4f4d2d525a56ull;  // "LOOM-RZV"
+constexpr uint32_t kMagic = 0x4d4f4f4c;  // "LOOM"
 constexpr int kAckTag = 1;
 // A receiver's ready message: send me message `seq` by the channel.
 constexpr int kReadyTag = 0;
 constexpr int32_t kReadyDrop = 1;  // not wanted (truncated away): return its segment
+// A sender's layout of zero-copy messages, before the first header naming it.
+constexpr int kLayoutTag = 2;
 // Chunks of message `seq` go with their own tag, so a receiver may take the
 // sender's pipelined messages in any order; tags recur after kChunkTags.
-constexpr int kChunkTag0 = 2, kChunkTags = 30000;
+constexpr int kChunkTag0 = 3, kChunkTags = 30000;
+// The fixed part of a layout message; the encoded form (type/wire.hpp) follows.
+struct LayoutWire {
+  uint32_t id = 0;
+  uint32_t unused = 0;
+  int64_t count = 0, extent = 0, bytes = 0;
+  int64_t lo = 0, span = 0;  // the bytes lent: [user + lo, user + lo + span)
+};
 int chunk_tag(uint64_t seq) {
   return kChunkTag0 + static_cast<int>(seq % kChunkTags);
 }
@@ -521,15 +531,116 @@ Status Rendezvous::lend_user(const void* data, size_t bytes, int to, Header* hdr
   // through a segment (Rendezvous::open finds it by sequence number).
   if (to == world_rank_) return Status(Err::kUnsupported, "zero-copy to this process itself");
   progress();
-  auto ex = mem_->export_user(data, bytes);
+  return lend_region(data, bytes, bytes, 0, to, hdr, ack);
+}
+
+Status Rendezvous::lend_typed(const transport::Message& m, const void* user, int to, Header* hdr,
+                              MPI_Request* ack) {
+  if (to == world_rank_) return Status(Err::kUnsupported, "zero-copy to this process itself");
+  if (m.bytes <= 0 || !m.form) return Status(Err::kUnsupported, "an empty message");
+  std::unique_lock<std::mutex> lk(layout_mu_);
+  auto key = std::make_tuple(m.form.get(), m.count, m.extent);
+  auto it = sent_layouts_.find(key);
+  if (it == sent_layouts_.end()) {
+    if (sent_layouts_.size() >= kMaxLayouts)
+      return Status(Err::kUnsupported, "this rank has lent messages of too many layouts");
+    SentLayout s;
+    s.form = m.form;
+    const transport::Span sp = transport::message_span(m);
+    s.lo = sp.lo;
+    s.span = sp.size();
+    LayoutWire w;
+    w.id = next_layout_;
+    w.count = m.count;
+    w.extent = m.extent;
+    w.bytes = m.bytes;
+    w.lo = s.lo;
+    w.span = s.span;
+    s.wire.resize(sizeof w);
+    std::memcpy(s.wire.data(), &w, sizeof w);
+    if (!type::encode(m.form, &s.wire, kMaxLayoutBytes))
+      return Status(Err::kUnsupported, "the layout is too long to send ahead");
+    s.id = next_layout_++;
+    s.sent_to.assign(node_of_.size(), false);
+    it = sent_layouts_.emplace(key, std::move(s)).first;
+  }
+  SentLayout& s = it->second;
+  progress();
+  Status st = lend_region(static_cast<const char*>(user) + s.lo, static_cast<size_t>(s.span),
+                          static_cast<uint64_t>(m.bytes), s.id, to, hdr, ack);
+  if (st) lent_typed_.fetch_add(1, std::memory_order_relaxed);
+  if (!st || s.sent_to[static_cast<size_t>(to)]) return st;
+  // Small enough to go eagerly: the send returns before the receiver looks.
+  // Ahead of the header, so the receiver finds it waiting when it needs it.
+  if (PMPI_Send(s.wire.data(), static_cast<int>(s.wire.size()), MPI_BYTE, to, kLayoutTag, ctrl_) !=
+      MPI_SUCCESS) {
+    PMPI_Cancel(ack);
+    PMPI_Wait(ack, MPI_STATUS_IGNORE);
+    acked(hdr->seq);
+    return Status(Err::kMpi, "sending a zero-copy layout");
+  }
+  s.sent_to[static_cast<size_t>(to)] = true;
+  return Status::ok();
+}
+
+Result<const transport::Message*> Rendezvous::sender_layout(const Header& h, int64_t* lo) {
+  std::lock_guard<std::mutex> lk(layout_mu_);
+  const auto key = std::make_pair(h.sender, h.layout);
+  // Layouts from one sender arrive in the order it sent them: those before
+  // the one wanted are kept for later headers.
+  while (peer_layouts_.find(key) == peer_layouts_.end()) {
+    MPI_Status st;
+    if (PMPI_Probe(h.sender, kLayoutTag, ctrl_, &st) != MPI_SUCCESS)
+      return Status(Err::kMpi, "probing for a zero-copy layout");
+    int n = 0;
+    PMPI_Get_count(&st, MPI_BYTE, &n);
+    std::vector<unsigned char> buf(static_cast<size_t>(std::max(n, 0)));
+    PMPI_Recv(buf.data(), n, MPI_BYTE, h.sender, kLayoutTag, ctrl_, MPI_STATUS_IGNORE);
+    auto pl = std::make_unique<PeerLayout>();
+    LayoutWire w;
+    if (buf.size() < sizeof w) return Status(Err::kInvalidArg, "a zero-copy layout too short");
+    std::memcpy(&w, buf.data(), sizeof w);
+    size_t used = 0;
+    auto form = type::decode(buf.data() + sizeof w, buf.size() - sizeof w, &used);
+    pack::Layout one;
+    if (form && form.value()) {
+      auto l = pack::make_layout(form.value());
+      if (l && form.value()->size * w.count == w.bytes && w.span >= 0 && w.count > 0) {
+        pl->form = form.value();
+        pl->one = std::move(l.value());
+        pl->m.form = pl->form;
+        pl->m.one = &pl->one;
+        pl->m.count = w.count;
+        pl->m.extent = w.extent;
+        pl->m.bytes = w.bytes;
+        pl->lo = w.lo;
+        pl->span = w.span;
+      }
+    }
+    if (!pl->form)
+      LOOM_LOG(kError, kTransport, "rank %d sent a zero-copy layout that is none", h.sender);
+    peer_layouts_[std::make_pair(h.sender, w.id)] = std::move(pl);
+  }
+  const PeerLayout& pl = *peer_layouts_[key];
+  if (!pl.form || static_cast<int64_t>(h.bytes) != pl.m.bytes ||
+      h.offset + static_cast<uint64_t>(pl.span) > h.handle.size)
+    return Status(Err::kInvalidArg, "a zero-copy message does not fit its layout");
+  if (lo) *lo = pl.lo;
+  return &pl.m;
+}
+
+Status Rendezvous::lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout,
+                               int to, Header* hdr, MPI_Request* ack) {
+  auto ex = mem_->export_user(data, span);
   if (!ex) return ex.status();
   *hdr = Header{};
   hdr->magic = kMagic;
+  hdr->layout = layout;
   hdr->nonce = nonce_;
   hdr->seq = next_seq_.fetch_add(1);
   hdr->sender = world_rank_;
   hdr->kind = kZeroCopy;
-  hdr->bytes = static_cast<uint64_t>(bytes);
+  hdr->bytes = packed;
   hdr->offset = ex->offset;
   hdr->handle = ex->handle;
   hdr->check = checksum(*hdr);
@@ -560,6 +671,8 @@ bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
   if (out->magic != kMagic || out->nonce != nonce_ || out->check != checksum(*out)) return false;
   if (out->kind == kChunks) return out->offset > 0 && out->offset <= (uint64_t{1} << 30);
   if (out->kind == kZeroCopy && !zc_tags_) return false;
+  if (out->kind == kZeroCopy && out->layout)  // the span is checked with the layout
+    return mem_ && out->offset <= out->handle.size;
   if (out->kind == kChannel) return channel_ != nullptr;
   return (out->kind == kSegment || out->kind == kZeroCopy) && mem_ &&
          out->offset + out->bytes <= out->handle.size;
@@ -655,9 +768,14 @@ Result<const void*> Rendezvous::open(const Header& h) {
     if (it == lent_.end()) return Status(Err::kInvalidArg, "own segment not lent");
     base = it->second.ptr;
   } else if (h.kind == kZeroCopy) {  // the sender's own buffer: in use until the ack
+    int64_t lo = 0;
+    if (h.layout) {  // where the sender's user pointer maps, to read its layout from
+      auto l = sender_layout(h, &lo);
+      if (!l) return l.status();
+    }
     auto b = mem_->open_user(h.handle, h.sender, 0);
     if (!b) return b.status();
-    base = b.value();
+    base = static_cast<const char*>(b.value()) - lo;
     std::lock_guard<std::mutex> lk(mu_);
     zc_open_.emplace(std::make_pair(h.sender, h.seq), h.handle);
   } else {
@@ -999,7 +1117,14 @@ int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
   Status s;
   {
     stats::Scope phase(stats::kPullWait);
-    s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
+    if (h.kind == kZeroCopy && h.layout) {  // read out of the sender's layout
+      auto from = rv.sender_layout(h);
+      s = from ? mover.unpack_from_layout(m, *from.value(), src.value(), static_cast<size_t>(got),
+                                          user)
+               : from.status();
+    } else {
+      s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
+    }
   }
   LOOM_DEBUG(
       kTransport, "pull: %llu bytes in %.1f us", static_cast<unsigned long long>(got),
@@ -1079,8 +1204,17 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
   }
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
-  Status s = copier ? copier->copy_to_host(packed.data(), src.value(), packed.size())
-                    : Status(Err::kUnsupported, "no mover");
+  Status s = copier ? Status::ok() : Status(Err::kUnsupported, "no mover");
+  if (s && h.kind == kZeroCopy && h.layout) {  // packed out of the sender's layout first
+    auto from = rv.sender_layout(h);
+    auto scratch = from ? copier->scratch(static_cast<size_t>(h.bytes))
+                        : Result<transport::Staged>(from.status());
+    if (!scratch) s = scratch.status();
+    if (s) s = copier->pack_to(*from.value(), src.value(), scratch->dev);
+    if (s) s = copier->copy_to_host(packed.data(), scratch->dev, packed.size());
+  } else if (s) {
+    s = copier->copy_to_host(packed.data(), src.value(), packed.size());
+  }
   if (!s) return fail(rv, h, s, st);
   rv.ack(h);
   unpack_typed_host(packed.data(), packed.size(), buf, count, type, comm);

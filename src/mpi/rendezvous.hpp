@@ -34,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -45,11 +46,12 @@
 namespace loom::mpi {
 
 struct Header {
-  uint64_t magic = 0;
-  uint64_t nonce = 0;  // the job's, from rank 0 at MPI_Init
-  uint64_t seq = 0;    // the sender's, echoed in the ack
-  int32_t sender = 0;  // world rank, where the ack goes
-  int32_t kind = 0;    // kSegment or kChunks
+  uint32_t magic = 0;
+  uint32_t layout = 0;  // kZeroCopy: the sender's layout (0: the bytes lie contiguous)
+  uint64_t nonce = 0;   // the job's, from rank 0 at MPI_Init
+  uint64_t seq = 0;     // the sender's, echoed in the ack
+  int32_t sender = 0;   // world rank, where the ack goes
+  int32_t kind = 0;     // kSegment or kChunks
   // The 32 bytes above are enough to ack a header the MPI truncated.
   uint64_t bytes = 0;   // packed bytes in the segment, or in all chunks
   uint64_t offset = 0;  // kSegment: where they start; kChunks: the chunk size
@@ -60,10 +62,13 @@ constexpr int kHeaderBytes = 128;
 // kSegment: the bytes wait in a segment the sender lends (the device
 // method). kChunks: they follow on Loom's communicator in chunks, each sent
 // as soon as it reaches host memory (pipelined staged transfers).
-// kZeroCopy: the bytes are the sender's own buffer, lent as they lie (a
-// contiguous message); the sender's request is the receive of the ack, so
-// its send completes when the receiver has read them, as a rendezvous send
-// of any MPI does. kChannel: the bytes wait in a segment the receiver
+// kZeroCopy: the bytes are the sender's own buffer, lent as they lie; the
+// sender's request is the receive of the ack, so its send completes when
+// the receiver has read them, as a rendezvous send of any MPI does. With
+// `layout` set they lie in the sender's layout (a derived type), which went
+// to the receiver once, on Loom's communicator, before the first such
+// header: the receiver reads the packed bytes straight out of the sender's
+// buffer (Rendezvous::sender_layout). kChannel: the bytes wait in a segment the receiver
 // cannot map; the channel brings them once the receiver asks (Rendezvous::fetch).
 enum HeaderKind : int32_t { kSegment = 0, kChunks = 1, kZeroCopy = 2, kChannel = 3 };
 static_assert(sizeof(Header) == kHeaderBytes);
@@ -148,6 +153,20 @@ class Rendezvous {
   // ack into *ack, which completes once the receiver has read them; fills
   // hdr. kUnsupported when the memory cannot be lent as it is.
   Status lend_user(const void* data, size_t bytes, int to, Header* hdr, MPI_Request* ack);
+  // Sender, zero-copy of any layout: lends the bytes m's data spans at
+  // `user` as they lie, sends the receiver the message's layout first where
+  // it has not had it, and posts the ack's receive as lend_user does.
+  // kUnsupported where the layout does not fit a small message
+  // (kMaxLayoutBytes) or the memory cannot be lent.
+  Status lend_typed(const transport::Message& m, const void* user, int to, Header* hdr,
+                    MPI_Request* ack);
+  static constexpr size_t kMaxLayoutBytes = 2048;  // goes eagerly with every MPI
+  static constexpr size_t kMaxLayouts = 4096;      // a sender's, kept for good
+  // Receiver: the message h (kZeroCopy with a layout) as it lies in the
+  // sender's buffer, which open(h) returns mapped here: its bytes are read
+  // out by packing this message from there. Receives the layout from h's
+  // sender if it is new. *lo: where the lent bytes start from that pointer.
+  Result<const transport::Message*> sender_layout(const Header& h, int64_t* lo = nullptr);
   // Sender: the ack of zero-copy message `seq` arrived (its request completed).
   void acked(uint64_t seq);
   // Zero-copy sends are possible (the MPI's tag range leaves room for their acks).
@@ -199,6 +218,8 @@ class Rendezvous {
   uint64_t messages_lent() const { return next_seq_.load() - 1; }
   uint64_t messages_pulled() const { return pulled_.load(); }
   uint64_t messages_chunked() const { return chunked_.load(); }
+  // Zero-copy messages this rank lent in their own layout (lend_typed).
+  uint64_t messages_lent_in_layout() const { return lent_typed_.load(); }
   uint64_t messages_channelled() const { return channelled_.load(); }
 
  private:
@@ -245,6 +266,31 @@ class Rendezvous {
   std::thread flusher_;
   std::mutex mu_;
   std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
+  // Fills hdr for a zero-copy message: `span` bytes at `data` lent, holding
+  // `packed` bytes in layout `layout` (0: contiguous), and posts the ack's receive.
+  Status lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout, int to,
+                     Header* hdr, MPI_Request* ack);
+  // Layouts of zero-copy messages: a sender's, by (form, count, extent),
+  // each with its id and wire bytes and the peers it went to; a receiver's
+  // of each sender, by (sender, id). Under layout_mu_.
+  struct SentLayout {
+    type::NodePtr form;  // held: its address stays unique
+    uint32_t id = 0;
+    int64_t lo = 0, span = 0;
+    std::vector<unsigned char> wire;
+    std::vector<bool> sent_to;  // by world rank
+  };
+  struct PeerLayout {
+    type::NodePtr form;  // null: the bytes were no layout
+    pack::Layout one;
+    transport::Message m;
+    int64_t lo = 0, span = 0;
+  };
+  std::mutex layout_mu_;
+  std::map<std::tuple<const type::Node*, int64_t, int64_t>, SentLayout> sent_layouts_;
+  std::map<std::pair<int, uint32_t>, std::unique_ptr<PeerLayout>> peer_layouts_;
+  uint32_t next_layout_ = 1;
+  std::atomic<uint64_t> lent_typed_{0};
   // Zero-copy buffers of peers opened and not yet acked, by (sender, seq).
   std::map<std::pair<int, uint64_t>, transport::PeerHandle> zc_open_;
   std::atomic<size_t> n_lent_{0};

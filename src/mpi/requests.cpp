@@ -142,6 +142,7 @@ void pull_together(const std::vector<Landed>& landed) {
     Header h;
     const void* src;
     size_t got;
+    const transport::Message* from;  // the sender's layout (typed zero-copy), or null
   };
   std::vector<Opened> opened;  // segments whose packs are done, by landing order
   std::optional<stats::Scope> phase(std::in_place, stats::kPullIssue);
@@ -161,7 +162,13 @@ void pull_together(const std::vector<Landed>& landed) {
     auto src = rv->open(h);
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    opened.push_back({l, h, src.value(), static_cast<size_t>(got)});
+    const transport::Message* from = nullptr;
+    if (h.kind == kZeroCopy && h.layout) {
+      auto f = rv->sender_layout(h);
+      if (!f) continue;
+      from = f.value();
+    }
+    opened.push_back({l, h, src.value(), static_cast<size_t>(got), from});
     if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
       movers.push_back(op.mover);
   }
@@ -172,7 +179,7 @@ void pull_together(const std::vector<Landed>& landed) {
     std::vector<const Opened*> of;
     for (const Opened& o : opened)
       if (o.at.op->mover == m) {
-        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user});
+        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from});
         of.push_back(&o);
       }
     std::vector<Status> each;

@@ -63,6 +63,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
     zcopy_min_ = -1;
   else if (!zc.empty())
     zcopy_min_ = std::max<int64_t>(std::atoll(zc.c_str()), -1);
+  zcopy_types_ = knobs().zcopy_types != "off" && knobs().zcopy_types != "0";
 }
 
 bool Runtime::parse_coll(const std::string& name, CollMethod* out) {

@@ -88,10 +88,12 @@ class Runtime {
   // loom_set_method: false for an unknown name or the device method off.
   bool set_method(const std::string& name);
 
-  // A device-method message m goes from the sender's own buffer (contiguous,
-  // at least LOOM_ZCOPY_MIN bytes, and the handshake can lend it).
+  // A device-method message m goes from the sender's own buffer (at least
+  // LOOM_ZCOPY_MIN bytes; contiguous, or any layout with LOOM_ZCOPY_TYPES;
+  // and the handshake can lend it).
   bool zero_copy(const transport::Message& m) const {
-    return zero_copy_on() && m.bytes >= zcopy_min_ && transport::contiguous_at(m, nullptr);
+    return zero_copy_on() && m.bytes >= zcopy_min_ &&
+           (zcopy_types_ || transport::contiguous_at(m, nullptr));
   }
   // Zero-copy sends are on in this job (every rank agreed at MPI_Init): a
   // rank that blocks finishes the receives that land meanwhile, as their
@@ -120,6 +122,7 @@ class Runtime {
   size_t pipeline_min_ = 0;
   int64_t zcopy_min_ = 0;      // LOOM_ZCOPY_MIN; -1: off
   bool zcopy_default_ = true;  // LOOM_ZCOPY_MIN unset
+  bool zcopy_types_ = true;    // LOOM_ZCOPY_TYPES: derived types lent too
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;

@@ -218,6 +218,20 @@ Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream
   return run(l, user, packed, false, stream);
 }
 
+Status gpu_transfer(const GpuLayout& from, const void* src, const GpuLayout& to, void* dst,
+                    cudaStream_t stream) {
+  if (!src || !dst) return Status(Err::kInvalidArg, "gpu transfer: null buffer");
+  if (from.total() == 0 && to.total() == 0) return Status::ok();
+  int dev = 0;
+  LOOM_CUDA_TRY(cudaGetDevice(&dev));
+  if (dev != from.device() || dev != to.device())
+    return Status(Err::kInvalidArg, "gpu transfer: layouts of another device");
+  gpu::Launch l;
+  if (!gpu::plan_transfer(from.prepared(), src, to.prepared(), dst, &l))
+    return Status(Err::kUnsupported, "no transfer kernel for these layouts");
+  return gpu::launch(l, stream);
+}
+
 Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream) {
   LOOM_TRY(gpu_pack(l, user, packed, stream));
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));

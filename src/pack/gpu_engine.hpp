@@ -72,6 +72,14 @@ Status gpu_preload();
 Status gpu_pack(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
 Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);
 
+// Asynchronous, ordered on `stream`: moves the packed bytes of layout
+// `from` at `src` into layout `to` at `dst` in one kernel, with no packed
+// buffer between (a peer's buffer read in its own layout). kUnsupported
+// where the pair has no common word kernel (a contiguous side, a tile
+// without a word table, different sizes): pack and unpack instead.
+Status gpu_transfer(const GpuLayout& from, const void* src, const GpuLayout& to, void* dst,
+                    cudaStream_t stream);
+
 // The same, then waits for `stream`.
 Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
 Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);

@@ -334,6 +334,28 @@ class GpuMover final : public Mover {
     return unpack_from(m, l->get(), received, user);
   }
 
+  // A peer's buffer in the peer's layout: one pack kernel reads it where it
+  // lies (this GPU, or over the link) straight into a contiguous receive;
+  // otherwise into scratch, then the receive's unpack.
+  Status unpack_from_layout(const Message& m, const Message& from, const void* src, size_t received,
+                            void* user) override {
+    if (received == 0 || from.bytes == 0) return Status::ok();
+    if (int64_t base = 0; contiguous_at(m, &base) && static_cast<int64_t>(received) == from.bytes)
+      return pack_to(from, src, static_cast<char*>(user) + base);
+    auto gf = gpu_layout(from);
+    if (!gf) return gf.status();
+    if (static_cast<int64_t>(received) == m.bytes && received == static_cast<size_t>(from.bytes))
+      if (auto gm = gpu_layout(m)) {
+        Status t = pack::gpu_transfer(*gf.value(), src, *gm.value(), user, stream_);
+        if (t) return cuda_status(cudaStreamSynchronize(stream_), "transfer");
+        if (t.code() != Err::kUnsupported) return t;
+      }
+    auto l = scratch_lease(static_cast<size_t>(from.bytes));
+    if (!l) return Mover::unpack_from_layout(m, from, src, received, user);
+    LOOM_TRY(pack::gpu_pack(*gf.value(), src, l->get(), stream_));
+    return unpack_from(m, l->get(), received, user);
+  }
+
   Status copy_to_host(void* host, const void* user, size_t bytes) override {
     if (nonblocking_) return copy(host, user, bytes);  // cudaMemcpy is the legacy stream's
     return cuda_status(cudaMemcpy(host, user, bytes, cudaMemcpyDefault), "copy to host");
@@ -349,23 +371,37 @@ class GpuMover final : public Mover {
   }
   Status unpack_async(const Message& m, const void* src, size_t received, void* user,
                       std::vector<std::shared_ptr<void>>& keep) override {
-    pack::GpuJob job;
-    LOOM_TRY(issue_unpack({&m, src, received, user}, keep, &job));
+    pack::GpuJob pre, job;
+    LOOM_TRY(issue_unpack({&m, src, received, user}, keep, &pre, &job));
     return job.layout ? pack::gpu_run_many(&job, 1, stream_) : Status::ok();
   }
   void unpack_many_async(const std::vector<UnpackItem>& items,
                          std::vector<std::shared_ptr<void>>& keep,
                          std::vector<Status>& each) override {
     each.assign(items.size(), Status::ok());
-    std::vector<pack::GpuJob> jobs;
-    std::vector<size_t> of;  // the item of each job
+    // Two rounds: the packs out of peers' layouts into scratch, then every
+    // unpack. A batch launch runs its jobs side by side, so a scratch's
+    // unpack must not share one with its pack.
+    std::vector<pack::GpuJob> pres, jobs;
+    std::vector<size_t> pre_of, of;  // the item of each job
     for (size_t i = 0; i < items.size(); ++i) {
-      pack::GpuJob job;
-      each[i] = issue_unpack(items[i], keep, &job);
-      if (!each[i] || !job.layout) continue;
-      jobs.push_back(job);
-      of.push_back(i);
+      pack::GpuJob pre, job;
+      each[i] = issue_unpack(items[i], keep, &pre, &job);
+      if (!each[i]) continue;
+      if (pre.layout) {
+        pres.push_back(pre);
+        pre_of.push_back(i);
+      }
+      if (job.layout) {
+        jobs.push_back(job);
+        of.push_back(i);
+      }
     }
+    if (!pres.empty())
+      if (Status s = pack::gpu_run_many(pres.data(), pres.size(), stream_); !s) {
+        for (size_t k : pre_of) each[k] = s;
+        return;  // their unpacks would read scratch never written
+      }
     if (jobs.empty()) return;
     if (Status s = pack::gpu_run_many(jobs.data(), jobs.size(), stream_); !s)
       for (size_t k : of) each[k] = s;
@@ -392,14 +428,16 @@ class GpuMover final : public Mover {
 
  private:
   // One unpack of unpack_async and unpack_many_async, issued on the stream
-  // (copies, partial messages, staging from another GPU), except its kernel,
-  // which is left in *job (job->layout null: no kernel to run). What must
-  // live until the stream reaches it goes into `keep`.
+  // (copies, partial messages, staging from another GPU), except its
+  // kernels, which are left in *pre (a pack out of a peer's layout) and
+  // *job, to run after every *pre (layout null: no kernel to run). What
+  // must live until the stream reaches them goes into `keep`.
   Status issue_unpack(const UnpackItem& it, std::vector<std::shared_ptr<void>>& keep,
-                      pack::GpuJob* job) {
-    *job = pack::GpuJob{};
+                      pack::GpuJob* pre, pack::GpuJob* job) {
+    *pre = *job = pack::GpuJob{};
     const Message& m = *it.m;
     if (it.received == 0 || m.bytes == 0) return Status::ok();
+    if (it.from) return issue_from_layout(it, keep, pre, job);
     if (int64_t base = 0; contiguous_at(m, &base))
       return cuda_status(cudaMemcpyAsync(static_cast<char*>(it.user) + base, it.src, it.received,
                                          cudaMemcpyDeviceToDevice, stream_),
@@ -423,6 +461,48 @@ class GpuMover final : public Mover {
     *job = {gl.value().get(), it.user, const_cast<void*>(src), false};
     return Status::ok();
   }
+
+  // issue_unpack of a peer's buffer in the peer's layout: one pack into a
+  // contiguous receive, or a pack into scratch and the receive's unpack.
+  // Partial receives take the synchronous path.
+  Status issue_from_layout(const UnpackItem& it, std::vector<std::shared_ptr<void>>& keep,
+                           pack::GpuJob* pre, pack::GpuJob* job) {
+    const Message& m = *it.m;
+    const Message& from = *it.from;
+    if (static_cast<int64_t>(it.received) != from.bytes)
+      return unpack_from_layout(m, from, it.src, it.received, it.user);
+    auto gf = gpu_layout(from);
+    if (!gf) return gf.status();
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gf.value()));
+    if (int64_t base = 0; contiguous_at(m, &base)) {
+      *job = {gf.value().get(), it.src, static_cast<char*>(it.user) + base, true};
+      return Status::ok();
+    }
+    if (static_cast<int64_t>(it.received) != m.bytes)
+      return unpack_from_layout(m, from, it.src, it.received, it.user);
+    auto gm = gpu_layout(m);
+    if (!gm) return gm.status();
+    // Large: one kernel now, layout to layout, saving the scratch's round
+    // trip through memory. Small: a pack and an unpack, each in a batch.
+    if (it.received >= kTransferMin) {
+      Status t = pack::gpu_transfer(*gf.value(), it.src, *gm.value(), it.user, stream_);
+      if (t) {
+        keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gm.value()));
+        return t;
+      }
+      if (t.code() != Err::kUnsupported) return t;
+    }
+    auto l = scratch_lease(it.received);
+    if (!l) return unpack_from_layout(m, from, it.src, it.received, it.user);
+    auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
+    keep.push_back(scratch);
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gm.value()));
+    *pre = {gf.value().get(), it.src, scratch->get(), true};
+    *job = {gm.value().get(), it.user, scratch->get(), false};
+    return Status::ok();
+  }
+
+  static constexpr size_t kTransferMin = size_t{64} << 10;
 
   Result<pack::PoolLease> scratch_lease(size_t bytes) {
     if (no_pools_) return Status(Err::kNoMemory, "pools off (LOOM_TEST_NO_POOLS)");

@@ -132,6 +132,15 @@ Status host_unpack_received(const Message& m, const void* packed, size_t receive
   return Status::ok();
 }
 
+Status Mover::unpack_from_layout(const Message& m, const Message& from, const void* src,
+                                 size_t received, void* user) {
+  if (received == 0 || from.bytes == 0) return Status::ok();
+  auto s = scratch(static_cast<size_t>(from.bytes));
+  if (!s) return s.status();
+  LOOM_TRY(pack_to(from, src, s->dev));
+  return unpack_from(m, s->dev, received, user);
+}
+
 Status Mover::pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
                           uint32_t value) {
   LOOM_TRY(pack_to(m, user, dst));

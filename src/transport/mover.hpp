@@ -98,6 +98,13 @@ class Mover {
   virtual Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) {
     return unpack_from(m, src, received, user);
   }
+  // A message read where it lies in another layout: `src` is a buffer of
+  // `from` (a peer's, mapped here, in the peer's layout) holding from.bytes
+  // packed bytes; the first `received` of them land in `user` as m lays
+  // them out. Done when it returns. Default: packed from src into scratch,
+  // then unpacked; the GPU engine packs straight into a contiguous m.
+  virtual Status unpack_from_layout(const Message& m, const Message& from, const void* src,
+                                    size_t received, void* user);
   // Unpacks `bytes` packed bytes (whole elements of m) from each src[i]
   // into dst[i], all issued before one wait: the many blocks of a
   // collective cost one synchronisation. Sources may be peers' segments.
@@ -139,13 +146,15 @@ class Mover {
     const void* src = nullptr;
     size_t received = 0;
     void* user = nullptr;
+    const Message* from = nullptr;  // src lies in this layout (unpack_from_layout); null: packed
   };
   virtual void unpack_many_async(const std::vector<UnpackItem>& items,
                                  std::vector<std::shared_ptr<void>>& keep,
                                  std::vector<Status>& each) {
     each.clear();
     for (const UnpackItem& it : items)
-      each.push_back(unpack_async(*it.m, it.src, it.received, it.user, keep));
+      each.push_back(it.from ? unpack_from_layout(*it.m, *it.from, it.src, it.received, it.user)
+                             : unpack_async(*it.m, it.src, it.received, it.user, keep));
   }
   virtual Status wait_copies() { return Status::ok(); }
   // pack_to(), issued now and done at the next wait_copies(); what must

@@ -73,6 +73,9 @@ void emulate(const Launch& l) {
         }
       }
       return;
+    case KernelKind::kTransfer:  // plan() never makes one (emulate_transfer below)
+      FAIL() << "a transfer from plan()";
+      return;
   }
 }
 
@@ -726,6 +729,101 @@ TEST(GpuEmulation, FromRepeatView) {
     ASSERT_EQ(check(l, static_cast<int>(seed % 16), 0, {}, 0, &v.value()).error, "");
     ASSERT_EQ(check(l, 0, 1, tiny_segments(), 0, &v.value()).error, "");
   }
+}
+
+}  // namespace
+}  // namespace loom::pack::gpu
+
+namespace loom::pack::gpu {
+namespace {
+
+// Transfers, layout to layout in one words kernel (a peer's buffer read in
+// its own layout into the receive's): emulated word by word, against the
+// host engine packing one and unpacking into the other. Random trees on the
+// sending side, a strided receive of the same size with a random block and
+// gap, random misalignment of both buffers; gap bytes must stay as they were.
+template <int W>
+void emulate_xfer(const XferArgs& a) {
+  using T = typename WordOf<W>::T;
+  for (int64_t g = 0; g < a.from.nwords; ++g) {
+    const char* s;
+    char* d;
+    xfer_ends<W>(a, g, &s, &d);
+    store_as<T>(d, load_as<T>(s));
+  }
+}
+
+void emulate_transfer(const Launch& l) {
+  switch (l.word) {
+    case 1:
+      return emulate_xfer<1>(l.xfer);
+    case 2:
+      return emulate_xfer<2>(l.xfer);
+    case 4:
+      return emulate_xfer<4>(l.xfer);
+    case 8:
+      return emulate_xfer<8>(l.xfer);
+    case 16:
+      return emulate_xfer<16>(l.xfer);
+  }
+  FAIL() << "bad word width " << l.word;
+}
+
+TEST(GpuEmulation, TransferBetweenLayouts) {
+  int planned = 0;
+  for (uint64_t seed = 1; seed <= 600; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed * 31);
+    const type::NodePtr t = test::random_tree(rng, 4);
+    const Layout from = layout_of(t, 1 + static_cast<int64_t>(seed % 3));
+    if (from.total == 0) continue;
+    int64_t block = 1;
+    for (int64_t b : {16, 8, 4, 2})
+      if (from.total % b == 0 && rng() % 3 != 0) {
+        block = b;
+        break;
+      }
+    // Never 0, so the receive is never contiguous; sometimes misaligning.
+    const int64_t gap = static_cast<int64_t>(1 + rng() % 2) * block + (rng() % 4 == 0 ? 1 : 0);
+    const Layout to = layout_of(strided_tree(block, {{from.total / block, block + gap}}));
+    ASSERT_EQ(to.total, from.total);
+    const Prepared pf = prepare(from, DeviceShape{}), pt = prepare(to, DeviceShape{});
+    const test::Span sf = test::span_of(from), st = test::span_of(to);
+    std::vector<unsigned char> src(static_cast<size_t>(sf.hi - sf.lo + 64));
+    test::fill_pattern(src, seed);
+    const int64_t smis = static_cast<int64_t>(rng() % 16), dmis = static_cast<int64_t>(rng() % 16);
+    const unsigned char* s = src.data() + 16 + smis - sf.lo;
+    std::vector<unsigned char> want(static_cast<size_t>(st.hi - st.lo + 64), 0x5A), got = want;
+    const int64_t doff = 16 + dmis - st.lo;
+    std::vector<unsigned char> packed(static_cast<size_t>(from.total));
+    host_pack(from, s, packed.data());
+    host_unpack(to, packed.data(), want.data() + doff);
+    Launch l;
+    if (!plan_transfer(pf, s, pt, got.data() + doff, &l)) {
+      // Only a contiguous side or a tile without a word table has no transfer.
+      EXPECT_TRUE(pf.kind == LayoutKind::kContiguous || pt.kind == LayoutKind::kContiguous ||
+                  (pf.kind == LayoutKind::kBlocks && !pf.has_table))
+          << from.describe() << " -> " << to.describe();
+      continue;
+    }
+    ++planned;
+    emulate_transfer(l);
+    ASSERT_EQ(test::first_difference(got.data(), want.data(), got.size()), "")
+        << describe(l) << ": " << from.describe() << " -> " << to.describe();
+  }
+  EXPECT_GT(planned, 200);  // the rest: a contiguous sending side
+}
+
+TEST(GpuSelect, TransferRefusesDifferentSizes) {
+  const Prepared a = prepare(layout_of(strided_tree(8, {{10, 16}})), DeviceShape{});
+  const Prepared b = prepare(layout_of(strided_tree(8, {{11, 16}})), DeviceShape{});
+  alignas(16) char buf[512];
+  Launch l;
+  EXPECT_FALSE(plan_transfer(a, buf, b, buf + 256, &l));
+  EXPECT_TRUE(plan_transfer(a, buf, a, buf + 256, &l));
+  EXPECT_EQ(l.kind, KernelKind::kTransfer);
+  EXPECT_EQ(l.word, 8);
+  EXPECT_FALSE(plan_transfer(a, buf + 4, a, buf + 256, &l) && l.word != 4);
 }
 
 }  // namespace

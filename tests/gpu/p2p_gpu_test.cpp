@@ -195,6 +195,74 @@ TEST_F(GpuP2P, DeviceMethodCarriesMessages) {
   MPI_Type_free(&t);
 }
 
+// Zero-copy of derived types: the receiver reads each message out of the
+// sender's cudaMalloc buffer through CUDA IPC in the sender's layout, into
+// a contiguous receive (one pack kernel), another layout (pack into
+// scratch, then unpack) and host memory; received one at a time (pull) and
+// many at once (Waitall: the batch path, its packs a round before its
+// unpacks). Every byte checked, gaps included.
+TEST_F(GpuP2P, DerivedTypesReadInTheSendersLayout) {
+  Runtime* rt = runtime();
+  const char* method = std::getenv("LOOM_METHOD");
+  const bool typed =
+      rt && rt->zero_copy_on() && !std::getenv("LOOM_ZCOPY_TYPES") &&
+      (!method || std::string(method) == "auto" || std::string(method) == "device") &&
+      !forced_channel() && !rt->rv->native_to(MPI_COMM_WORLD, peer_);
+  MPI_Datatype send_t[3], recv_t[3];
+  MPI_Type_vector(4096, 1, 2, MPI_DOUBLE, &send_t[0]);  // 8 B blocks of 16 B: 32 KiB packed
+  int sizes[3] = {64, 64, 64}, sub[3] = {16, 16, 16}, starts[3] = {3, 5, 7};
+  MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &send_t[1]);
+  MPI_Type_create_hvector(2048, 2, 48, MPI_DOUBLE, &send_t[2]);
+  MPI_Type_contiguous(4096, MPI_DOUBLE, &recv_t[0]);
+  MPI_Type_vector(1024, 4, 5, MPI_DOUBLE, &recv_t[1]);
+  MPI_Type_create_hvector(4096, 1, 24, MPI_DOUBLE, &recv_t[2]);
+  for (int i = 0; i < 3; ++i) {
+    MPI_Type_commit(&send_t[i]);
+    MPI_Type_commit(&recv_t[i]);
+  }
+  const uint64_t typed0 = rt && rt->rv ? rt->rv->messages_lent_in_layout() : 0;
+  int sent = 0;
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const bool batch = round % 2 == 1, host = round == 3;
+    std::vector<std::unique_ptr<DevBuffer>> src, dst;
+    std::vector<Buffer> initial;
+    for (int i = 0; i < 3; ++i) {
+      src.push_back(std::make_unique<DevBuffer>(send_t[i], 1, 40 + 3 * round + i));
+      dst.push_back(std::make_unique<DevBuffer>(recv_t[i], 1, 0));
+      initial.push_back(dst.back()->host);
+    }
+    std::vector<Buffer> host_dst = initial;
+    MPI_Request r[6];
+    for (int i = 0; i < 3; ++i) {
+      void* into = host ? host_dst[i].origin() : dst[i]->origin();
+      if (batch) MPI_Irecv(into, 1, recv_t[i], peer_, 10 + i, MPI_COMM_WORLD, &r[i]);
+      MPI_Isend(src[i]->origin(), 1, send_t[i], peer_, 10 + i, MPI_COMM_WORLD, &r[3 + i]);
+      ++sent;
+    }
+    if (!batch)
+      for (int i = 2; i >= 0; --i) {
+        void* into = host ? host_dst[i].origin() : dst[i]->origin();
+        ASSERT_EQ(MPI_Recv(into, 1, recv_t[i], peer_, 10 + i, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                  MPI_SUCCESS);
+      }
+    ASSERT_EQ(MPI_Waitall(batch ? 6 : 3, batch ? r : r + 3, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    for (int i = 0; i < 3; ++i) {
+      // The peer's source was filled with the same seed as ours.
+      const auto want = expected(send_t[i], 1, src[i]->host, recv_t[i], 1, initial[i]);
+      EXPECT_TRUE((host ? host_dst[i].bytes : dst[i]->read()) == want) << "message " << i;
+    }
+    if (any_rank_failed(HasFailure())) break;
+  }
+  if (typed) {
+    EXPECT_EQ(rt->rv->messages_lent_in_layout() - typed0, static_cast<uint64_t>(sent));
+  }
+  for (int i = 0; i < 3; ++i) {
+    MPI_Type_free(&send_t[i]);
+    MPI_Type_free(&recv_t[i]);
+  }
+}
+
 // LOOM_NCCL_P2P=force (ctest gpu.p2p.nccl, a GPU a rank): the device
 // method's bytes go by NCCL, asked for by the receiver, for a derived type
 // (unpacked from a segment) and a contiguous one (straight into the

@@ -99,6 +99,23 @@ LOOM_HD void word_ends(const WordArgs& a, int64_t g, const char** src, char** ds
   *dst = a.pack ? p : u;
 }
 
+// Transfer: packed word g read from one layout and written to another (a
+// peer's buffer in the peer's layout straight into the receive's), no
+// packed buffer between. Both geometries are for the same word width W;
+// `src` and `dst` include their layouts' base offsets.
+struct XferArgs {
+  const char* src = nullptr;
+  char* dst = nullptr;
+  WordGeom from;
+  WordGeom to;
+};
+
+template <int W>
+LOOM_HD void xfer_ends(const XferArgs& a, int64_t g, const char** src, char** dst) {
+  *src = a.src + word_user_offset(a.from, g, W);
+  *dst = a.dst + word_user_offset(a.to, g, W);
+}
+
 // ---- group copy: n bytes from s to d by `lanes` cooperating lanes --------
 //
 // The destination is written in aligned 16-byte words (the body), each lane

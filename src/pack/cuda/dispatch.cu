@@ -45,6 +45,31 @@ __global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__
   words_body<W>(a, blockIdx.x, gridDim.x);
 }
 
+// A transfer (agent.hpp's xfer_ends): words_body with a layout on both sides.
+template <int W>
+__global__ void __launch_bounds__(kThreads) xfer_kernel(const __grid_constant__ XferArgs a) {
+  using T = typename WordOf<W>::T;
+  constexpr int kItems = words_items(W);
+  const int64_t n = a.from.nwords;
+  const int64_t step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t g0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
+    T v[kItems];
+    char* dst[kItems];
+    LOOM_UNROLL
+    for (int k = 0; k < kItems; ++k) {
+      const int64_t g = g0 + k * step;
+      if (g < n) {
+        const char* src;
+        xfer_ends<W>(a, g, &src, &dst[k]);
+        v[k] = load_as<T>(src);
+      }
+    }
+    LOOM_UNROLL
+    for (int k = 0; k < kItems; ++k)
+      if (g0 + k * step < n) store_as<T>(dst[k], v[k]);
+  }
+}
+
 // The piece classes in turn: long and short pieces by groups of their
 // class's width (a warp, 16 or 8 lanes), then the tiny pieces' bytes, one per
 // thread and kTinyItems per trip (loads first), consecutive threads on
@@ -158,6 +183,13 @@ Status launch_words(const Launch& l, cudaStream_t s) {
 }
 
 template <int W>
+Status launch_xfer(const Launch& l, cudaStream_t s) {
+  xfer_kernel<W><<<static_cast<unsigned>(l.grid), l.threads, 0, s>>>(l.xfer);
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+template <int W>
 Status occupancy_words(int* out) {
   LOOM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, words_kernel<W>, kThreads, 0));
   return Status::ok();
@@ -194,13 +226,14 @@ Status read_device_shape(int device, DeviceShape* out) {
 
 Status preload(cudaStream_t stream) {
   // Empty launches (no words, no pieces): each kernel runs once and exits.
-  for (int w : {1, 2, 4, 8, 16}) {
-    Launch l;
-    l.kind = KernelKind::kWords;
-    l.word = w;
-    l.grid = 1;
-    LOOM_TRY(launch(l, stream));
-  }
+  for (KernelKind k : {KernelKind::kWords, KernelKind::kTransfer})
+    for (int w : {1, 2, 4, 8, 16}) {
+      Launch l;
+      l.kind = k;
+      l.word = w;
+      l.grid = 1;
+      LOOM_TRY(launch(l, stream));
+    }
   Launch l;
   l.kind = KernelKind::kSegments;
   l.grid = 1;
@@ -287,6 +320,21 @@ Status launch(const Launch& l, cudaStream_t stream) {
       segments_kernel<<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(l.segs);
       LOOM_CUDA_TRY(cudaGetLastError());
       return Status::ok();
+    case KernelKind::kTransfer:
+      switch (l.word) {
+        case 1:
+          return launch_xfer<1>(l, stream);
+        case 2:
+          return launch_xfer<2>(l, stream);
+        case 4:
+          return launch_xfer<4>(l, stream);
+        case 8:
+          return launch_xfer<8>(l, stream);
+        case 16:
+          return launch_xfer<16>(l, stream);
+        default:
+          return Status(Err::kInternal, "transfer kernel: bad word width");
+      }
   }
   return Status(Err::kInternal, "unknown kernel kind");
 }

@@ -170,6 +170,8 @@ const char* kernel_name(KernelKind k) {
       return "words";
     case KernelKind::kSegments:
       return "segments";
+    case KernelKind::kTransfer:
+      return "transfer";
   }
   return "?";
 }
@@ -314,6 +316,29 @@ Launch plan(const Prepared& p, const void* user, const void* packed, bool pack) 
   return L;
 }
 
+bool plan_transfer(const Prepared& from, const void* src, const Prepared& to, void* dst,
+                   Launch* out) {
+  *out = Launch{};
+  auto words_side = [](const Prepared& p) {
+    return p.kind == LayoutKind::kStrided || (p.kind == LayoutKind::kBlocks && p.has_table);
+  };
+  if (from.total != to.total || !words_side(from) || !words_side(to)) return false;
+  const int w = std::min(word_width(from, src, nullptr), word_width(to, dst, nullptr));
+  const int k = log2_width(w);
+  if (!from.words_ok[k] || !to.words_ok[k]) return false;
+  out->kind = KernelKind::kTransfer;
+  out->word = w;
+  out->xfer.src = static_cast<const char*>(src) + from.base;
+  out->xfer.dst = static_cast<char*>(dst) + to.base;
+  out->xfer.from = from.words[k];
+  out->xfer.to = to.words[k];
+  const int64_t cap =
+      int64_t{from.shape.sm_count} * from.shape.words_ctas_per_sm[k] * from.policy.waves;
+  out->grid =
+      std::clamp<int64_t>(ceil_div(out->xfer.from.nwords, kThreads), 1, std::max<int64_t>(1, cap));
+  return true;
+}
+
 std::string describe(const Launch& l) {
   char buf[200];
   switch (l.kind) {
@@ -344,6 +369,11 @@ std::string describe(const Launch& l) {
                     static_cast<long long>(l.grid), l.threads);
       return buf;
     }
+    case KernelKind::kTransfer:
+      std::snprintf(buf, sizeof buf, "transfer W=%d, %lld words, grid %lld x %d", l.word,
+                    static_cast<long long>(l.xfer.from.nwords), static_cast<long long>(l.grid),
+                    l.threads);
+      return buf;
   }
   return "?";
 }

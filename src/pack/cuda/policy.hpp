@@ -13,7 +13,7 @@
 
 namespace loom::pack::gpu {
 
-enum class KernelKind : uint8_t { kNone, kMemcpy, kWords, kSegments };
+enum class KernelKind : uint8_t { kNone, kMemcpy, kWords, kSegments, kTransfer };
 const char* kernel_name(KernelKind k);
 
 inline constexpr int kThreads = 256;   // threads per CTA of both kernels (their launch bound)
@@ -90,6 +90,7 @@ struct Launch {
   int64_t bytes = 0;
   WordArgs words;
   SegArgs segs;
+  XferArgs xfer;  // kTransfer (word width in `word`)
 };
 
 // Lanes for pieces of about `len` bytes: at least 8 (so a group takes a
@@ -103,6 +104,13 @@ int lanes_for(int64_t len);
 int word_width(const Prepared& p, const void* user, const void* packed);
 
 Launch plan(const Prepared& p, const void* user, const void* packed, bool pack);
+
+// A transfer from a buffer of layout `from` at `src` to one of layout `to`
+// at `dst` (the same packed size), in one words kernel: false where either
+// layout has no word geometry (contiguous, or a tile without a word table)
+// or the sizes differ; the caller then packs and unpacks through scratch.
+bool plan_transfer(const Prepared& from, const void* src, const Prepared& to, void* dst,
+                   Launch* out);
 
 std::string describe(const Launch& l);
 
