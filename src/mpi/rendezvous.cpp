@@ -1207,11 +1207,10 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
   Status s = copier ? Status::ok() : Status(Err::kUnsupported, "no mover");
   if (s && h.kind == kZeroCopy && h.layout) {  // packed out of the sender's layout first
     auto from = rv.sender_layout(h);
-    auto scratch = from ? copier->scratch(static_cast<size_t>(h.bytes))
-                        : Result<transport::Staged>(from.status());
-    if (!scratch) s = scratch.status();
-    if (s) s = copier->pack_to(*from.value(), src.value(), scratch->dev);
-    if (s) s = copier->copy_to_host(packed.data(), scratch->dev, packed.size());
+    auto staged = from ? copier->pack(*from.value(), src.value())
+                       : Result<transport::Staged>(from.status());
+    if (!staged) s = staged.status();
+    if (s) std::memcpy(packed.data(), staged->host, packed.size());
   } else if (s) {
     s = copier->copy_to_host(packed.data(), src.value(), packed.size());
   }

@@ -351,7 +351,11 @@ class GpuMover final : public Mover {
         if (t.code() != Err::kUnsupported) return t;
       }
     auto l = scratch_lease(static_cast<size_t>(from.bytes));
-    if (!l) return Mover::unpack_from_layout(m, from, src, received, user);
+    if (!l) {  // the host engine on both sides' spans
+      std::vector<char> packed(static_cast<size_t>(from.bytes));
+      LOOM_TRY(host_engine_pack(from, src, packed.data()));
+      return host_engine_unpack(m, packed.data(), received, user);
+    }
     LOOM_TRY(pack::gpu_pack(*gf.value(), src, l->get(), stream_));
     return unpack_from(m, l->get(), received, user);
   }
