@@ -530,7 +530,9 @@ Status Rendezvous::lend_user(const void* data, size_t bytes, int to, Header* hdr
   // A process cannot open its own IPC handles: messages to itself go
   // through a segment (Rendezvous::open finds it by sequence number).
   if (to == world_rank_) return Status(Err::kUnsupported, "zero-copy to this process itself");
-  progress();
+  // Deferred packs stay deferred: a burst mixing lent and packed messages
+  // (a halo's corners) would otherwise launch them one send at a time.
+  progress(/*flush=*/false);
   return lend_region(data, bytes, bytes, 0, to, hdr, ack);
 }
 
@@ -565,7 +567,7 @@ Status Rendezvous::lend_typed(const transport::Message& m, const void* user, int
     it = sent_layouts_.emplace(key, std::move(s)).first;
   }
   SentLayout& s = it->second;
-  progress();
+  progress(/*flush=*/false);  // as lend_user
   Status st = lend_region(static_cast<const char*>(user) + s.lo, static_cast<size_t>(s.span),
                           static_cast<uint64_t>(m.bytes), s.id, to, hdr, ack);
   if (st) lent_typed_.fetch_add(1, std::memory_order_relaxed);
