@@ -1209,8 +1209,8 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
   Status s = copier ? Status::ok() : Status(Err::kUnsupported, "no mover");
   if (s && h.kind == kZeroCopy && h.layout) {  // packed out of the sender's layout first
     auto from = rv.sender_layout(h);
-    auto staged = from ? copier->pack(*from.value(), src.value())
-                       : Result<transport::Staged>(from.status());
+    auto staged =
+        from ? copier->pack(*from.value(), src.value()) : Result<transport::Staged>(from.status());
     if (!staged) s = staged.status();
     if (s) std::memcpy(packed.data(), staged->host, packed.size());
   } else if (s) {

@@ -232,6 +232,13 @@ Status gpu_transfer(const GpuLayout& from, const void* src, const GpuLayout& to,
   return gpu::launch(l, stream);
 }
 
+bool gpu_transfer_possible(const GpuLayout& from, const void* src, const GpuLayout& to,
+                           const void* dst) {
+  gpu::Launch l;
+  return src && dst && from.total() > 0 && from.device() == to.device() &&
+         gpu::plan_transfer(from.prepared(), src, to.prepared(), const_cast<void*>(dst), &l);
+}
+
 Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream) {
   LOOM_TRY(gpu_pack(l, user, packed, stream));
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -248,6 +255,13 @@ Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
   std::vector<gpu::Launch> launches(n);
   for (size_t i = 0; i < n; ++i) {
     if (!jobs[i].layout) return Status(Err::kInvalidArg, "gpu pack/unpack: null layout");
+    if (jobs[i].into) {
+      if (!jobs[i].user || !jobs[i].packed ||
+          !gpu::plan_transfer(jobs[i].layout->prepared(), jobs[i].user, jobs[i].into->prepared(),
+                              jobs[i].packed, &launches[i]))
+        return Status(Err::kUnsupported, "no transfer kernel for these layouts");
+      continue;
+    }
     LOOM_TRY(plan_run(*jobs[i].layout, jobs[i].user, jobs[i].packed, jobs[i].pack, &launches[i]));
   }
   return gpu::launch_many(launches.data(), static_cast<int>(n), stream);

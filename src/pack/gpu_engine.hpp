@@ -80,6 +80,10 @@ Status gpu_unpack(const GpuLayout& l, const void* packed, void* user, cudaStream
 Status gpu_transfer(const GpuLayout& from, const void* src, const GpuLayout& to, void* dst,
                     cudaStream_t stream);
 
+// gpu_transfer has a kernel for these layouts and pointers.
+bool gpu_transfer_possible(const GpuLayout& from, const void* src, const GpuLayout& to,
+                           const void* dst);
+
 // The same, then waits for `stream`.
 Status gpu_pack_sync(const GpuLayout& l, const void* user, void* packed, cudaStream_t stream);
 Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaStream_t stream);
@@ -92,6 +96,9 @@ struct GpuJob {
   const void* user = nullptr;  // the buffer the layout's offsets start from
   void* packed = nullptr;
   bool pack = true;  // false: unpack from packed into user
+  // Set: a transfer (gpu_transfer) from `layout` at `user` into this
+  // layout at `packed`; it must be possible (gpu_transfer_possible).
+  const GpuLayout* into = nullptr;
 };
 Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream);
 // After the work before it on `stream`: a system-wide fence, then

@@ -486,27 +486,21 @@ class GpuMover final : public Mover {
       return unpack_from_layout(m, from, it.src, it.received, it.user);
     auto gm = gpu_layout(m);
     if (!gm) return gm.status();
-    // Large: one kernel now, layout to layout, saving the scratch's round
-    // trip through memory. Small: a pack and an unpack, each in a batch.
-    if (it.received >= kTransferMin) {
-      Status t = pack::gpu_transfer(*gf.value(), it.src, *gm.value(), it.user, stream_);
-      if (t) {
-        keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gm.value()));
-        return t;
-      }
-      if (t.code() != Err::kUnsupported) return t;
+    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gm.value()));
+    // One kernel, layout to layout, batched with the others; where the
+    // pair has none, a pack into scratch and an unpack.
+    if (pack::gpu_transfer_possible(*gf.value(), it.src, *gm.value(), it.user)) {
+      *job = {gf.value().get(), it.src, it.user, true, gm.value().get()};
+      return Status::ok();
     }
     auto l = scratch_lease(it.received);
     if (!l) return unpack_from_layout(m, from, it.src, it.received, it.user);
     auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
     keep.push_back(scratch);
-    keep.push_back(std::const_pointer_cast<pack::GpuLayout>(gm.value()));
     *pre = {gf.value().get(), it.src, scratch->get(), true};
     *job = {gm.value().get(), it.user, scratch->get(), false};
     return Status::ok();
   }
-
-  static constexpr size_t kTransferMin = size_t{64} << 10;
 
   Result<pack::PoolLease> scratch_lease(size_t bytes) {
     if (no_pools_) return Status(Err::kNoMemory, "pools off (LOOM_TEST_NO_POOLS)");

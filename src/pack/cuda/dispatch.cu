@@ -47,12 +47,12 @@ __global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__
 
 // A transfer (agent.hpp's xfer_ends): words_body with a layout on both sides.
 template <int W>
-__global__ void __launch_bounds__(kThreads) xfer_kernel(const __grid_constant__ XferArgs a) {
+__device__ __forceinline__ void xfer_body(const XferArgs& a, int64_t block, int64_t nblocks) {
   using T = typename WordOf<W>::T;
   constexpr int kItems = words_items(W);
   const int64_t n = a.from.nwords;
-  const int64_t step = int64_t{gridDim.x} * blockDim.x;
-  for (int64_t g0 = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
+  const int64_t step = nblocks * blockDim.x;
+  for (int64_t g0 = block * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
     T v[kItems];
     char* dst[kItems];
     LOOM_UNROLL
@@ -68,6 +68,11 @@ __global__ void __launch_bounds__(kThreads) xfer_kernel(const __grid_constant__ 
     for (int k = 0; k < kItems; ++k)
       if (g0 + k * step < n) store_as<T>(dst[k], v[k]);
   }
+}
+
+template <int W>
+__global__ void __launch_bounds__(kThreads) xfer_kernel(const __grid_constant__ XferArgs a) {
+  xfer_body<W>(a, blockIdx.x, gridDim.x);
 }
 
 // The piece classes in turn: long and short pieces by groups of their
@@ -113,6 +118,7 @@ struct BatchJob {
   int64_t grid = 0;
   WordArgs words;
   SegArgs segs;
+  XferArgs xfer;
 };
 template <int N>
 struct BatchArgs {
@@ -126,6 +132,18 @@ __global__ void __launch_bounds__(kThreads) batch_kernel(const __grid_constant__
   const BatchJob& j = b.job[blockIdx.y];
   if (blockIdx.x >= j.grid) return;
   if (j.kind == KernelKind::kSegments) return segments_body(j.segs, blockIdx.x, j.grid);
+  if (j.kind == KernelKind::kTransfer) switch (j.word) {
+      case 1:
+        return xfer_body<1>(j.xfer, blockIdx.x, j.grid);
+      case 2:
+        return xfer_body<2>(j.xfer, blockIdx.x, j.grid);
+      case 4:
+        return xfer_body<4>(j.xfer, blockIdx.x, j.grid);
+      case 8:
+        return xfer_body<8>(j.xfer, blockIdx.x, j.grid);
+      default:
+        return xfer_body<16>(j.xfer, blockIdx.x, j.grid);
+    }
   switch (j.word) {
     case 1:
       return words_body<1>(j.words, blockIdx.x, j.grid);
@@ -150,6 +168,8 @@ Status launch_batch(const Launch* const* ls, int n, cudaStream_t s) {
     b.job[i].grid = ls[i]->grid;
     if (ls[i]->kind == KernelKind::kSegments)
       b.job[i].segs = ls[i]->segs;
+    else if (ls[i]->kind == KernelKind::kTransfer)
+      b.job[i].xfer = ls[i]->xfer;
     else
       b.job[i].words = ls[i]->words;
     grid = grid > ls[i]->grid ? grid : ls[i]->grid;
@@ -266,7 +286,8 @@ Status launch_many(const Launch* ls, int n, cudaStream_t stream) {
   };
   for (int i = 0; i < n; ++i) {
     const Launch& l = ls[i];
-    const bool kernel = (l.kind == KernelKind::kWords || l.kind == KernelKind::kSegments) &&
+    const bool kernel = (l.kind == KernelKind::kWords || l.kind == KernelKind::kSegments ||
+                         l.kind == KernelKind::kTransfer) &&
                         l.threads == kThreads && l.grid > 0 && l.grid < (int64_t{1} << 31);
     if (!kernel) {
       LOOM_TRY(flush());
