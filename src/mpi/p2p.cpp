@@ -139,6 +139,7 @@ bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int des
   const int to = rt->rv->world_rank(comm, dest);
   if (to < 0 || rt->rv->channel_to(to)) return false;  // a channel peer cannot map it
   int64_t base = 0;
+  stats::Scope phase(stats::kLend);
   Status s = transport::contiguous_at(p.msg, &base)
                  ? rt->rv->lend_user(static_cast<const char*>(buf) + base,
                                      static_cast<size_t>(p.msg.bytes), to, hdr, ack)
@@ -285,7 +286,10 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   if (MPI_Request ack; zero_copy_send(p, buf, comm, dest, hdr.get(), &ack)) {
     // The user's request is the ack's receive: the send completes when the
     // receiver has read the buffer. The header's own request is kept.
-    rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, &op.header);
+    {
+      stats::Scope phase(stats::kHeader);
+      rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, &op.header);
+    }
     if (rc != MPI_SUCCESS) {
       abandon_zero_copy(*hdr, &ack);
       return rc;
