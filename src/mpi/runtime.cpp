@@ -63,7 +63,9 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
     zcopy_min_ = -1;
   else if (!zc.empty())
     zcopy_min_ = std::max<int64_t>(std::atoll(zc.c_str()), -1);
-  zcopy_types_ = knobs().zcopy_types != "off" && knobs().zcopy_types != "0";
+  const std::string& zt = knobs().zcopy_types;
+  zcopy_types_ = zt == "all" ? 0 : zt == "off" ? -1 : std::max<int64_t>(std::atoll(zt.c_str()), -1);
+  if (zcopy_types_ == 0 && zt != "all") zcopy_types_ = -1;  // "0" and words mean off
 }
 
 bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
@@ -90,6 +92,14 @@ bool Runtime::set_method(const std::string& name) {
 Runtime::~Runtime() {
   requests.drain();
   if (rv) rv->shutdown();
+}
+
+bool Runtime::lend_span_ok(const transport::Message& m) const {
+  if (zcopy_types_ == 0) return true;
+  const int64_t span = transport::message_span(m).size();
+  int64_t most = 0;
+  return span <= kLendSpanAlways ||
+         (type::checked_mul(m.bytes, zcopy_types_, &most) && span <= most);
 }
 
 bool Runtime::wants_zero_copy() const {

@@ -36,10 +36,11 @@ namespace loom {
     "device method: smallest contiguous message lent from the sender's own buffer (no "      \
     "copy; its send completes once the receiver has read it); unset: from 128 B, not under " \
     "MPI_THREAD_MULTIPLE; off or negative: never; all ranks alike")                          \
-  X(zcopy_types, "LOOM_ZCOPY_TYPES", "on",                                                   \
+  X(zcopy_types, "LOOM_ZCOPY_TYPES", "16",                                                   \
     "with zero-copy on, messages of derived types are lent too: the receiver reads them "    \
     "straight out of the sender's buffer in the sender's layout (no pack on the sender's "   \
-    "side); off: they are packed into segments")                                             \
+    "side), where the bytes the data spans are at most this many times the data (or 2 MiB "  \
+    "at most); all: any layout; off: they are packed into segments")                         \
   X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                               \
     "staged messages go in pipelined chunks of this many bytes (unset or 0: off; all "       \
     "ranks alike)")                                                                          \
