@@ -134,6 +134,7 @@ void pull_together(const std::vector<Landed>& landed) {
     Header h;
   };
   std::vector<Pull> pulls;
+  std::vector<Landed> unpacked;  // staged messages unpacked in the batch
   std::vector<transport::Mover*> movers;
   std::vector<std::shared_ptr<void>> keep;  // scratch and tables of unpacks in flight
   std::vector<Pull> channel;                // kChannel messages
@@ -145,6 +146,13 @@ void pull_together(const std::vector<Landed>& landed) {
     const transport::Message* from;  // the sender's layout (typed zero-copy), or null
   };
   std::vector<Opened> opened;  // segments whose packs are done, by landing order
+  // Whole derived-type messages the MPI brought into staging (too small for
+  // the device method, or sent staged): their unpacks go in the same batch
+  // launches, not one launch and one wait each at completion.
+  std::vector<Landed> staged;
+  auto add_mover = [&](transport::Mover* m) {
+    if (std::find(movers.begin(), movers.end(), m) == movers.end()) movers.push_back(m);
+  };
   std::optional<stats::Scope> phase(std::in_place, stats::kPullIssue);
   for (const Landed& l : landed) {
     PendingOp& op = *l.op;
@@ -152,9 +160,20 @@ void pull_together(const std::vector<Landed>& landed) {
     MPI_Count received = 0;
     MPI_Get_elements_x(l.st, MPI_BYTE, &received);
     Header h;
-    if (received != kHeaderBytes || !rv->is_header(op.staged.host, kHeaderBytes, &h) ||
-        h.kind == kChunks)
+    if (received != kHeaderBytes || !rv->is_header(op.staged.host, kHeaderBytes, &h)) {
+      int cancelled = 0;
+      MPI_Test_cancelled(l.st, &cancelled);
+      // Staging a kernel reads (pinned and mapped), or the host engine's.
+      const bool readable =
+          op.staged.dev || (op.staged.host && op.mover->method() == transport::Method::kHost);
+      if (!cancelled && received > 0 && received == op.msg.bytes && readable &&
+          !transport::contiguous_at(op.msg, nullptr)) {
+        staged.push_back(l);
+        add_mover(op.mover);
+      }
       continue;
+    }
+    if (h.kind == kChunks) continue;
     if (h.kind == kChannel) {  // fetched together below
       channel.push_back({l, h});
       continue;
@@ -169,8 +188,7 @@ void pull_together(const std::vector<Landed>& landed) {
       from = f.value();
     }
     opened.push_back({l, h, src.value(), static_cast<size_t>(got), from});
-    if (std::find(movers.begin(), movers.end(), op.mover) == movers.end())
-      movers.push_back(op.mover);
+    add_mover(op.mover);
   }
   // Each mover's unpacks together: their kernels go in few launches. One
   // that fails is left to finish(), which pulls it again alone.
@@ -182,10 +200,21 @@ void pull_together(const std::vector<Landed>& landed) {
         items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from});
         of.push_back(&o);
       }
+    std::vector<const Landed*> staged_of;
+    for (const Landed& l : staged)
+      if (l.op->mover == m) {
+        const PendingOp& op = *l.op;
+        items.push_back({&op.msg, op.staged.dev ? op.staged.dev : op.staged.host,
+                         static_cast<size_t>(op.msg.bytes), op.user});
+        staged_of.push_back(&l);
+      }
     std::vector<Status> each;
     m->unpack_many_async(items, keep, each);
     for (size_t i = 0; i < of.size(); ++i)
       if (i < each.size() && each[i].is_ok()) pulls.push_back({of[i]->at, of[i]->h});
+    for (size_t i = 0; i < staged_of.size(); ++i)
+      if (of.size() + i < each.size() && each[of.size() + i].is_ok())
+        unpacked.push_back(*staged_of[i]);
   }
   if (!channel.empty()) {
     phase.reset();
@@ -209,6 +238,15 @@ void pull_together(const std::vector<Landed>& landed) {
   phase.emplace(stats::kAck);
   if (!s.is_ok())
     LOOM_LOG(kError, kTransport, "device-method receives failed: %s", s.message().c_str());
+  if (!unpacked.empty())
+    LOOM_DEBUG(kTransport, "%zu staged receives unpacked in one batch", unpacked.size());
+  for (const Landed& l : unpacked) {  // staged messages: no ack, nothing to settle
+    PendingOp& op = *l.op;
+    op.finished_rc = s.is_ok() ? MPI_SUCCESS : MPI_ERR_OTHER;
+    op.finished_st = *l.st;
+    op.finished_st.MPI_ERROR = op.finished_rc;
+    op.finished = true;
+  }
   std::vector<const Header*> acks;  // the senders' memory is free either way
   for (const Pull& p : pulls) acks.push_back(&p.h);
   rv->ack_all(acks);

@@ -451,13 +451,13 @@ class GpuMover final : public Mover {
     auto gl = gpu_layout(m);
     if (!gl) return gl.status();
     const void* src = it.src;
-    if (!on_this_gpu(src)) {  // over the link by copy engine, then unpacked here
+    if (!on_this_gpu(src)) {  // by copy engine (over the link, or host staging), then unpacked
       auto l = scratch_lease(it.received);
       if (!l) return unpack_from_peer(m, it.src, it.received, it.user);
       auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
-      LOOM_TRY(cuda_status(
-          cudaMemcpyAsync(scratch->get(), src, it.received, cudaMemcpyDeviceToDevice, stream_),
-          "copy from peer"));
+      LOOM_TRY(
+          cuda_status(cudaMemcpyAsync(scratch->get(), src, it.received, cudaMemcpyDefault, stream_),
+                      "copy from peer"));
       src = scratch->get();
       keep.push_back(scratch);
     }

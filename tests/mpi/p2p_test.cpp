@@ -620,6 +620,43 @@ TEST_F(P2P, DerivedTypesLentInTheirLayout) {
   MPI_Comm_free(&comm);
 }
 
+// Small derived-type messages (under the device method's header) arrive
+// staged; those landing together are unpacked in one batch (pull_together)
+// rather than one by one at completion. Eight of two layouts, received by
+// one Waitall in reverse order of sending; every byte checked.
+TEST_F(P2P, SmallStagedMessagesUnpackedTogether) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  MPI_Datatype t[2];
+  MPI_Type_vector(6, 1, 3, MPI_DOUBLE, &t[0]);  // 48 bytes
+  int sizes[3] = {4, 4, 4}, sub[3] = {2, 2, 2}, starts[3] = {1, 0, 2};
+  MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &t[1]);  // 64 bytes
+  MPI_Type_commit(&t[0]);
+  MPI_Type_commit(&t[1]);
+  std::vector<Buffer> src, dst, initial;
+  for (int i = 0; i < 8; ++i) {
+    src.emplace_back(t[i % 2], 1, 90 + i);
+    dst.emplace_back(t[i % 2], 1, 0);
+  }
+  initial = dst;
+  MPI_Request r[16];
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(MPI_Irecv(dst[i].origin(), 1, t[i % 2], peer, 60 + i, MPI_COMM_WORLD, &r[i]),
+              MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);  // every receive posted: they land before the Waitall
+  for (int i = 7; i >= 0; --i)
+    ASSERT_EQ(MPI_Isend(src[i].origin(), 1, t[i % 2], peer, 60 + i, MPI_COMM_WORLD, &r[8 + i]),
+              MPI_SUCCESS);
+  MPI_Status st[16];
+  ASSERT_EQ(MPI_Waitall(16, r, st), MPI_SUCCESS);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(dst[i].bytes, expected(t[i % 2], 1, src[i], t[i % 2], 1, initial[i])) << i;
+    EXPECT_EQ(st[i].MPI_TAG, 60 + i);
+  }
+  MPI_Type_free(&t[0]);
+  MPI_Type_free(&t[1]);
+}
+
 // A device-method message truncated: into a host buffer and a device one,
 // each at least a header long, so Loom (not the MPI) finds the truncation,
 // and nothing past the receive is written. (Without the device method the
