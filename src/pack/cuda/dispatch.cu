@@ -12,15 +12,32 @@
 namespace loom::pack::gpu {
 namespace {
 
+// A words job's length and where its word g goes: packed order on one side
+// (WordArgs), or a layout on both (XferArgs, a transfer; agent.hpp).
+__device__ __forceinline__ int64_t nwords_of(const WordArgs& a) {
+  return a.geom.nwords;
+}
+__device__ __forceinline__ int64_t nwords_of(const XferArgs& a) {
+  return a.from.nwords;
+}
+template <int W>
+__device__ __forceinline__ void ends_of(const WordArgs& a, int64_t g, const char** s, char** d) {
+  word_ends<W>(a, g, s, d);
+}
+template <int W>
+__device__ __forceinline__ void ends_of(const XferArgs& a, int64_t g, const char** s, char** d) {
+  xfer_ends<W>(a, g, s, d);
+}
+
 // One word per item; each thread keeps words_items(W) loads in flight, and
 // consecutive threads take consecutive packed words, so the packed side is
 // fully coalesced and the user side as coalesced as the layout allows.
 // `block` of `nblocks` is this CTA's place in the job's own grid.
-template <int W>
-__device__ __forceinline__ void words_body(const WordArgs& a, int64_t block, int64_t nblocks) {
+template <int W, class Args>
+__device__ __forceinline__ void words_body(const Args& a, int64_t block, int64_t nblocks) {
   using T = typename WordOf<W>::T;
   constexpr int kItems = words_items(W);
-  const int64_t n = a.geom.nwords;
+  const int64_t n = nwords_of(a);
   const int64_t step = nblocks * blockDim.x;
   for (int64_t g0 = block * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
     T v[kItems];
@@ -30,7 +47,7 @@ __device__ __forceinline__ void words_body(const WordArgs& a, int64_t block, int
       const int64_t g = g0 + k * step;
       if (g < n) {
         const char* src;
-        word_ends<W>(a, g, &src, &dst[k]);
+        ends_of<W>(a, g, &src, &dst[k]);
         v[k] = load_as<T>(src);
       }
     }
@@ -40,39 +57,26 @@ __device__ __forceinline__ void words_body(const WordArgs& a, int64_t block, int
   }
 }
 
-template <int W>
-__global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__ WordArgs a) {
+// words_body at the job's word width.
+template <class Args>
+__device__ __forceinline__ void words_at(const Args& a, int word, int64_t block, int64_t nblocks) {
+  switch (word) {
+    case 1:
+      return words_body<1>(a, block, nblocks);
+    case 2:
+      return words_body<2>(a, block, nblocks);
+    case 4:
+      return words_body<4>(a, block, nblocks);
+    case 8:
+      return words_body<8>(a, block, nblocks);
+    default:
+      return words_body<16>(a, block, nblocks);
+  }
+}
+
+template <int W, class Args>
+__global__ void __launch_bounds__(kThreads) words_kernel(const __grid_constant__ Args a) {
   words_body<W>(a, blockIdx.x, gridDim.x);
-}
-
-// A transfer (agent.hpp's xfer_ends): words_body with a layout on both sides.
-template <int W>
-__device__ __forceinline__ void xfer_body(const XferArgs& a, int64_t block, int64_t nblocks) {
-  using T = typename WordOf<W>::T;
-  constexpr int kItems = words_items(W);
-  const int64_t n = a.from.nwords;
-  const int64_t step = nblocks * blockDim.x;
-  for (int64_t g0 = block * blockDim.x + threadIdx.x; g0 < n; g0 += kItems * step) {
-    T v[kItems];
-    char* dst[kItems];
-    LOOM_UNROLL
-    for (int k = 0; k < kItems; ++k) {
-      const int64_t g = g0 + k * step;
-      if (g < n) {
-        const char* src;
-        xfer_ends<W>(a, g, &src, &dst[k]);
-        v[k] = load_as<T>(src);
-      }
-    }
-    LOOM_UNROLL
-    for (int k = 0; k < kItems; ++k)
-      if (g0 + k * step < n) store_as<T>(dst[k], v[k]);
-  }
-}
-
-template <int W>
-__global__ void __launch_bounds__(kThreads) xfer_kernel(const __grid_constant__ XferArgs a) {
-  xfer_body<W>(a, blockIdx.x, gridDim.x);
 }
 
 // The piece classes in turn: long and short pieces by groups of their
@@ -132,30 +136,8 @@ __global__ void __launch_bounds__(kThreads) batch_kernel(const __grid_constant__
   const BatchJob& j = b.job[blockIdx.y];
   if (blockIdx.x >= j.grid) return;
   if (j.kind == KernelKind::kSegments) return segments_body(j.segs, blockIdx.x, j.grid);
-  if (j.kind == KernelKind::kTransfer) switch (j.word) {
-      case 1:
-        return xfer_body<1>(j.xfer, blockIdx.x, j.grid);
-      case 2:
-        return xfer_body<2>(j.xfer, blockIdx.x, j.grid);
-      case 4:
-        return xfer_body<4>(j.xfer, blockIdx.x, j.grid);
-      case 8:
-        return xfer_body<8>(j.xfer, blockIdx.x, j.grid);
-      default:
-        return xfer_body<16>(j.xfer, blockIdx.x, j.grid);
-    }
-  switch (j.word) {
-    case 1:
-      return words_body<1>(j.words, blockIdx.x, j.grid);
-    case 2:
-      return words_body<2>(j.words, blockIdx.x, j.grid);
-    case 4:
-      return words_body<4>(j.words, blockIdx.x, j.grid);
-    case 8:
-      return words_body<8>(j.words, blockIdx.x, j.grid);
-    default:
-      return words_body<16>(j.words, blockIdx.x, j.grid);
-  }
+  if (j.kind == KernelKind::kTransfer) return words_at(j.xfer, j.word, blockIdx.x, j.grid);
+  words_at(j.words, j.word, blockIdx.x, j.grid);
 }
 
 template <int N>
@@ -195,23 +177,37 @@ __global__ void signal_kernel(const __grid_constant__ SignalArgs a) {
   *reinterpret_cast<volatile uint32_t*>(a.word[i]) = a.value[i];
 }
 
-template <int W>
-Status launch_words(const Launch& l, cudaStream_t s) {
-  words_kernel<W><<<static_cast<unsigned>(l.grid), l.threads, 0, s>>>(l.words);
-  LOOM_CUDA_TRY(cudaGetLastError());
-  return Status::ok();
-}
-
-template <int W>
-Status launch_xfer(const Launch& l, cudaStream_t s) {
-  xfer_kernel<W><<<static_cast<unsigned>(l.grid), l.threads, 0, s>>>(l.xfer);
+// The words kernel at the launch's word width, on `args` (WordArgs or XferArgs).
+template <class Args>
+Status launch_words(const Launch& l, const Args& args, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(l.grid));
+  switch (l.word) {
+    case 1:
+      words_kernel<1><<<grid, l.threads, 0, s>>>(args);
+      break;
+    case 2:
+      words_kernel<2><<<grid, l.threads, 0, s>>>(args);
+      break;
+    case 4:
+      words_kernel<4><<<grid, l.threads, 0, s>>>(args);
+      break;
+    case 8:
+      words_kernel<8><<<grid, l.threads, 0, s>>>(args);
+      break;
+    case 16:
+      words_kernel<16><<<grid, l.threads, 0, s>>>(args);
+      break;
+    default:
+      return Status(Err::kInternal, "words kernel: bad word width");
+  }
   LOOM_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
 
 template <int W>
 Status occupancy_words(int* out) {
-  LOOM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, words_kernel<W>, kThreads, 0));
+  LOOM_CUDA_TRY(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, words_kernel<W, WordArgs>, kThreads, 0));
   return Status::ok();
 }
 
@@ -323,39 +319,13 @@ Status launch(const Launch& l, cudaStream_t stream) {
           cudaMemcpyAsync(l.dst, l.src, static_cast<size_t>(l.bytes), cudaMemcpyDefault, stream));
       return Status::ok();
     case KernelKind::kWords:
-      switch (l.word) {
-        case 1:
-          return launch_words<1>(l, stream);
-        case 2:
-          return launch_words<2>(l, stream);
-        case 4:
-          return launch_words<4>(l, stream);
-        case 8:
-          return launch_words<8>(l, stream);
-        case 16:
-          return launch_words<16>(l, stream);
-        default:
-          return Status(Err::kInternal, "words kernel: bad word width");
-      }
+      return launch_words(l, l.words, stream);
     case KernelKind::kSegments:
       segments_kernel<<<static_cast<unsigned>(l.grid), l.threads, 0, stream>>>(l.segs);
       LOOM_CUDA_TRY(cudaGetLastError());
       return Status::ok();
     case KernelKind::kTransfer:
-      switch (l.word) {
-        case 1:
-          return launch_xfer<1>(l, stream);
-        case 2:
-          return launch_xfer<2>(l, stream);
-        case 4:
-          return launch_xfer<4>(l, stream);
-        case 8:
-          return launch_xfer<8>(l, stream);
-        case 16:
-          return launch_xfer<16>(l, stream);
-        default:
-          return Status(Err::kInternal, "transfer kernel: bad word width");
-      }
+      return launch_words(l, l.xfer, stream);
   }
   return Status(Err::kInternal, "unknown kernel kind");
 }
