@@ -13,7 +13,7 @@ namespace loom::stats {
   X(kSend, "send (device buffer, whole call)")                       \
   X(kRecvPost, "receive posted (device buffer)")                     \
   X(kPlan, "plan: memory type, type lookup, method")                 \
-  X(kLend, "lend: segment and pack enqueued, or buffer lent")          \
+  X(kLend, "lend: segment and pack enqueued, or buffer lent")        \
   X(kHeader, "header send (the MPI's call)")                         \
   X(kWaitPacked, "sender waits for its pack")                        \
   X(kCompletion, "completion calls (whole call)")                    \
