@@ -239,13 +239,15 @@ void Engine::finish(Op& op) {
     // The status first: once released, the stream (and then the host) may
     // read it.
     std::lock_guard<std::mutex> lk(op.mu);
+    // Before done: whoever sees done (MPIS_Queue_wait) may free the request
+    // next, which is refused while a round counts as active.
+    if (op.active) op.active->fetch_sub(1);
     op.done = true;
     if (op.status_out) *op.status_out = op.st;
     greq = op.greq;
   }
   // Released once: a send the MPI refused still lets its stream go on.
   if (!op.released) op.ch->release(op.slot);
-  if (op.active) op.active->fetch_sub(1);
   if (greq != MPI_REQUEST_NULL) MPI_Grequest_complete(greq);
 }
 
