@@ -6,6 +6,7 @@
 #   loom-segments the same with zero-copy off (LOOM_ZCOPY_MIN=off): every
 #                message packed into a segment of Loom's
 #   loom-nobatch the defaults but each send's pack launched alone (LOOM_BATCH_PACKS=0)
+#   loom-proxy   the defaults with the resident copy agent (LOOM_PROXY=1)
 #   naive        no Loom: the program copies to pinned host memory itself
 #   ucx-cuda     no Loom: Open MPI over UCX built with CUDA, when
 #                UCX_CUDA_MPIRUN is set (source ucx-cuda.sh activate ...);
@@ -28,6 +29,7 @@ for type in contig vector; do
   run loom-auto -x LD_PRELOAD="$lib" -- --type $type
   run loom-segments -x LD_PRELOAD="$lib" -x LOOM_ZCOPY_MIN=off -- --type $type
   run loom-nobatch -x LD_PRELOAD="$lib" -x LOOM_BATCH_PACKS=0 -- --type $type
+  run loom-proxy -x LD_PRELOAD="$lib" -x LOOM_PROXY=1 -- --type $type
   run naive -- --type $type --naive
 done
 # The CUDA-aware peer moves contiguous device buffers only (it crashes on

@@ -25,6 +25,7 @@ import csv
 import math
 import os
 import re
+import statistics
 import sys
 from collections import OrderedDict
 
@@ -135,8 +136,12 @@ def plot_p2p(plt, header, rows, title):
     for ax, (test, typ) in zip(axes.flat, panels):
         sel = [r for r in rows if r["test"] == test and r["type"] == typ]
         for label in labels:
-            pts = [(number(r["bytes"]), number(r["value"])) for r in sel if r["label"] == label]
-            pts = sorted((b, v) for b, v in pts if b and v)
+            runs = {}  # repeated runs of a size: their median
+            for r in sel:
+                b, v = number(r["bytes"]), number(r["value"])
+                if r["label"] == label and b and v:
+                    runs.setdefault(b, []).append(v)
+            pts = sorted((b, statistics.median(vs)) for b, vs in runs.items())
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, label=label, color=colour[label])
         size_axis(ax, "message size (data bytes)")

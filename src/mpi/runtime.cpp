@@ -263,7 +263,15 @@ transport::Mover* Runtime::gpu(transport::Method m) {
   auto& slot = m == transport::Method::kOneShot ? (nb ? oneshot_nb_ : oneshot_)
                                                 : (nb ? staged_nb_ : staged_);
   if (!slot && !gpu_failed_) {
-    auto made = transport::make_gpu_mover(m, nb);
+    if (!proxy_ && knob_true(knobs().proxy)) {
+      const long long idle_us = std::max(0LL, std::atoll(knobs().proxy_idle_us.c_str()));
+      if (auto p = pack::make_gpu_proxy(static_cast<uint64_t>(idle_us) * 1000))
+        proxy_ = std::move(p.value());
+      else
+        LOOM_WARN(kTransport, "LOOM_PROXY: no copy agent (%s)", p.status().message().c_str());
+    }
+    const long long proxy_max = std::max(0LL, std::atoll(knobs().proxy_max.c_str()));
+    auto made = transport::make_gpu_mover(m, nb, proxy_.get(), static_cast<size_t>(proxy_max));
     if (made) {
       slot = std::move(made.value());
     } else {

@@ -132,6 +132,9 @@ class Runtime {
   int64_t zcopy_types_ = 16;   // LOOM_ZCOPY_TYPES: most span per data byte lent; 0: any; -1: off
   std::unique_ptr<transport::Mover> host_;
   std::mutex mu_;
+  // LOOM_PROXY: the resident copy agent the GPU movers share (made with the
+  // first of them; declared first, so it goes after them).
+  std::unique_ptr<pack::ProxyQueue> proxy_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;
   std::unique_ptr<transport::Mover> oneshot_nb_, staged_nb_;  // the stream thread's
   bool gpu_failed_ = false;

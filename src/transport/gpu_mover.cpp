@@ -35,8 +35,12 @@ Status cuda_status(cudaError_t e, const char* what) {
 
 class GpuMover final : public Mover {
  public:
-  GpuMover(Method m, bool nonblocking)
-      : method_(m), nonblocking_(nonblocking), no_pools_(knob_true(knobs().test_no_pools)) {}
+  GpuMover(Method m, bool nonblocking, pack::ProxyQueue* proxy, size_t proxy_max)
+      : method_(m),
+        nonblocking_(nonblocking),
+        no_pools_(knob_true(knobs().test_no_pools)),
+        proxy_(proxy),
+        proxy_max_(proxy_max) {}
   ~GpuMover() override {
     if (stream_) cudaStreamSynchronize(stream_);
     layouts_.clear();
@@ -320,6 +324,14 @@ class GpuMover final : public Mover {
   Status unpack_from_peer(const Message& m, const void* src, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
     if (int64_t base = 0; contiguous_at(m, &base)) {  // one copy, one wait
+      pack::ProxyQueue* agent = proxy_.load(std::memory_order_relaxed);
+      if (agent && received <= proxy_max_) {  // no CUDA call at all
+        Status s = agent->copy(static_cast<char*>(user) + base, src, received);
+        if (s) return s;
+        if (proxy_.exchange(nullptr))
+          LOOM_WARN(kTransport, "copy agent: %s; copies go to the copy engines",
+                    s.message().c_str());
+      }
       LOOM_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(user) + base, src, received,
                                            cudaMemcpyDeviceToDevice, stream_),
                            "copy from peer"));
@@ -577,6 +589,8 @@ class GpuMover final : public Mover {
   const Method method_;
   const bool nonblocking_;
   const bool no_pools_;
+  std::atomic<pack::ProxyQueue*> proxy_;  // dropped at its first failure
+  const size_t proxy_max_;
   std::atomic<bool> pinned_warned_{false}, host_warned_{false};
   cudaStream_t stream_ = nullptr;
   pack::PinnedPool pinned_;
@@ -590,9 +604,10 @@ class GpuMover final : public Mover {
 
 }  // namespace
 
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking) {
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking, pack::ProxyQueue* proxy,
+                                              size_t proxy_max) {
   if (!pack::gpu_available()) return Status(Err::kUnsupported, "no GPU");
-  auto mover = std::make_unique<GpuMover>(m, nonblocking);
+  auto mover = std::make_unique<GpuMover>(m, nonblocking, proxy, proxy_max);
   LOOM_TRY(mover->init());
   return std::unique_ptr<Mover>(std::move(mover));
 }

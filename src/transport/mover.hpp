@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pack/layout.hpp"
+#include "pack/proxy_queue.hpp"
 #include "type/ir.hpp"
 #include "util/status.hpp"
 
@@ -182,7 +183,11 @@ std::unique_ptr<Mover> make_host_mover();
 // `nonblocking`: its stream neither waits for nor holds up the legacy default
 // stream, and it never calls into that stream (for threads of Loom's own that
 // run while the application's streams wait on them).
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking = false);
+// `proxy` (may be null): the resident copy agent, which then makes the
+// copies of contiguous peer messages up to `proxy_max` bytes.
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method m, bool nonblocking = false,
+                                              pack::ProxyQueue* proxy = nullptr,
+                                              size_t proxy_max = 0);
 
 // The layout of m.count elements: the allocation-free view when it fits,
 // else a Layout built from the form (kept in `owned`).

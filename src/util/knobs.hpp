@@ -41,6 +41,15 @@ namespace loom {
     "straight out of the sender's buffer in the sender's layout (no pack on the sender's "   \
     "side), where the bytes the data spans are at most this many times the data (or 2 MiB "  \
     "at most); all: any layout; off: they are packed into segments")                         \
+  X(proxy, "LOOM_PROXY", "0",                                                                \
+    "1: a resident copy agent (one block of a kernel that stays on the GPU while messages "  \
+    "come, and leaves after LOOM_PROXY_IDLE_US without any) makes the copies of contiguous " \
+    "zero-copy receives up to LOOM_PROXY_MAX bytes, with no CUDA call on the host's side")   \
+  X(proxy_max, "LOOM_PROXY_MAX", "131072",                                                   \
+    "largest copy the copy agent makes (bytes); larger ones go to the copy engines")         \
+  X(proxy_idle_us, "LOOM_PROXY_IDLE_US", "200",                                              \
+    "the copy agent leaves the GPU after this long without requests (an application's "      \
+    "cudaDeviceSynchronize waits for it at most this long)")                                 \
   X(pipeline_chunk, "LOOM_PIPELINE_CHUNK", "",                                               \
     "staged messages go in pipelined chunks of this many bytes (unset or 0: off; all "       \
     "ranks alike)")                                                                          \

@@ -10,6 +10,7 @@ target_sources(loom_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/check.cpp
   ${CMAKE_CURRENT_LIST_DIR}/policy.cpp
   ${CMAKE_CURRENT_LIST_DIR}/dispatch.cu
+  ${CMAKE_CURRENT_LIST_DIR}/proxy.cu
   ${CMAKE_CURRENT_LIST_DIR}/../gpu_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/../pools.cpp)
 # Shared cudart: one CUDA runtime with the application (Loom is preloaded
