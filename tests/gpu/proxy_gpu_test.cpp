@@ -36,7 +36,7 @@ TEST(GpuProxy, CopiesEverySizeAndAlignment) {
   std::mt19937 g(7);
   for (char& c : src) c = static_cast<char>(g());
   ASSERT_EQ(cudaMemcpy(a, src.data(), src.size(), cudaMemcpyHostToDevice), cudaSuccess);
-  const size_t sizes[] = {1, 3, 15, 16, 17, 100, 4096, 65535, 65536, 300001, cap};
+  const size_t sizes[] = {1, 3, 15, 16, 17, 100, 4096, 65535, 65536, 65537, 300001, cap - 1, cap};
   for (size_t n : sizes)
     for (size_t so : {0, 1, 8}) {
       for (size_t d : {0, 3, 16}) {
@@ -68,17 +68,18 @@ TEST(GpuProxy, ReadsASourceThatChangedSince) {
   SKIP_WITHOUT_GPU();
   auto q = make_gpu_proxy(1'000'000'000);
   ASSERT_TRUE(q.is_ok()) << q.status().message();
+  const size_t kBytes = 1 << 20;
   int *a = nullptr, *b = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&a), 4096), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&b), 4096), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&a), kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&b), kBytes), cudaSuccess);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  std::vector<int> h(1024);
-  for (int round = 0; round < 50; ++round) {
-    ASSERT_EQ(cudaMemsetAsync(a, round, 4096, s), cudaSuccess);
+  std::vector<int> h(kBytes / sizeof(int));
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_EQ(cudaMemsetAsync(a, round, kBytes, s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    ASSERT_TRUE(q.value()->copy(b, a, 4096).is_ok());
-    ASSERT_EQ(cudaMemcpyAsync(h.data(), b, 4096, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ASSERT_TRUE(q.value()->copy(b, a, kBytes).is_ok());
+    ASSERT_EQ(cudaMemcpyAsync(h.data(), b, kBytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     for (int v : h) ASSERT_EQ(v, round * 0x01010101) << "round " << round;
   }
