@@ -133,14 +133,15 @@ bool device_method_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int
 bool zero_copy_send(const DevicePlan& p, const void* buf, MPI_Comm comm, int dest, Header* hdr,
                     MPI_Request* ack) {
   Runtime* rt = runtime();
-  if (p.span() || p.method != transport::Method::kDevice || !rt->zero_copy(p.msg) ||
-      posting_schedule())
-    return false;
+  int64_t base = 0;
+  const Runtime::Lend how = p.span() || p.method != transport::Method::kDevice
+                                ? Runtime::Lend::kNo
+                                : rt->lend_as(p.msg, &base);
+  if (how == Runtime::Lend::kNo || posting_schedule()) return false;
   const int to = rt->rv->world_rank(comm, dest);
   if (to < 0 || rt->rv->channel_to(to)) return false;  // a channel peer cannot map it
-  int64_t base = 0;
   stats::Scope phase(stats::kLend);
-  Status s = transport::contiguous_at(p.msg, &base)
+  Status s = how == Runtime::Lend::kContiguous
                  ? rt->rv->lend_user(static_cast<const char*>(buf) + base,
                                      static_cast<size_t>(p.msg.bytes), to, hdr, ack)
                  : rt->rv->lend_typed(p.msg, buf, to, hdr, ack);

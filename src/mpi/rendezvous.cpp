@@ -608,9 +608,8 @@ Result<const transport::Message*> Rendezvous::sender_layout(const Header& h, int
     if (form && form.value()) {
       auto l = pack::make_layout(form.value());
       if (l && form.value()->size * w.count == w.bytes && w.span >= 0 && w.count > 0) {
-        pl->form = form.value();
         pl->one = std::move(l.value());
-        pl->m.form = pl->form;
+        pl->m.form = form.value();
         pl->m.one = &pl->one;
         pl->m.count = w.count;
         pl->m.extent = w.extent;
@@ -619,12 +618,12 @@ Result<const transport::Message*> Rendezvous::sender_layout(const Header& h, int
         pl->span = w.span;
       }
     }
-    if (!pl->form)
+    if (!pl->m.form)
       LOOM_LOG(kError, kTransport, "rank %d sent a zero-copy layout that is none", h.sender);
     peer_layouts_[std::make_pair(h.sender, w.id)] = std::move(pl);
   }
   const PeerLayout& pl = *peer_layouts_[key];
-  if (!pl.form || static_cast<int64_t>(h.bytes) != pl.m.bytes ||
+  if (!pl.m.form || static_cast<int64_t>(h.bytes) != pl.m.bytes ||
       h.offset + static_cast<uint64_t>(pl.span) > h.handle.size)
     return Status(Err::kInvalidArg, "a zero-copy message does not fit its layout");
   if (lo) *lo = pl.lo;
@@ -762,8 +761,9 @@ void Rendezvous::wait_packed(uint64_t seq) {
     if (i > 64) std::this_thread::yield();
 }
 
-Result<const void*> Rendezvous::open(const Header& h) {
+Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   const void* base = nullptr;
+  const transport::Message* layout = nullptr;
   if (h.sender == world_rank_ && h.kind == kSegment) {  // a message to itself: its own segment
     std::lock_guard<std::mutex> lk(mu_);
     auto it = lent_.find(h.seq);
@@ -774,6 +774,7 @@ Result<const void*> Rendezvous::open(const Header& h) {
     if (h.layout) {  // where the sender's user pointer maps, to read its layout from
       auto l = sender_layout(h, &lo);
       if (!l) return l.status();
+      layout = l.value();
     }
     auto b = mem_->open_user(h.handle, h.sender, 0);
     if (!b) return b.status();
@@ -804,7 +805,7 @@ Result<const void*> Rendezvous::open(const Header& h) {
     }
   }
   pulled_.fetch_add(1, std::memory_order_relaxed);
-  return static_cast<const void*>(static_cast<const char*>(base) + h.offset);
+  return Source{static_cast<const char*>(base) + h.offset, layout};
 }
 
 void Rendezvous::ack(const Header& h) {
@@ -1119,14 +1120,10 @@ int pull_into_device(Rendezvous& rv, const Header& h, transport::Mover& mover,
   Status s;
   {
     stats::Scope phase(stats::kPullWait);
-    if (h.kind == kZeroCopy && h.layout) {  // read out of the sender's layout
-      auto from = rv.sender_layout(h);
-      s = from ? mover.unpack_from_layout(m, *from.value(), src.value(), static_cast<size_t>(got),
-                                          user)
-               : from.status();
-    } else {
-      s = mover.unpack_from_peer(m, src.value(), static_cast<size_t>(got), user);
-    }
+    if (src->layout)  // read out of the sender's layout
+      s = mover.unpack_from_layout(m, *src->layout, src->ptr, static_cast<size_t>(got), user);
+    else
+      s = mover.unpack_from_peer(m, src->ptr, static_cast<size_t>(got), user);
   }
   LOOM_DEBUG(
       kTransport, "pull: %llu bytes in %.1f us", static_cast<unsigned long long>(got),
@@ -1207,14 +1204,12 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
   auto src = rv.open(h);
   if (!src) return fail(rv, h, src.status(), st);
   Status s = copier ? Status::ok() : Status(Err::kUnsupported, "no mover");
-  if (s && h.kind == kZeroCopy && h.layout) {  // packed out of the sender's layout first
-    auto from = rv.sender_layout(h);
-    auto staged =
-        from ? copier->pack(*from.value(), src.value()) : Result<transport::Staged>(from.status());
+  if (s && src->layout) {  // packed out of the sender's layout first
+    auto staged = copier->pack(*src->layout, src->ptr);
     if (!staged) s = staged.status();
     if (s) std::memcpy(packed.data(), staged->host, packed.size());
   } else if (s) {
-    s = copier->copy_to_host(packed.data(), src.value(), packed.size());
+    s = copier->copy_to_host(packed.data(), src->ptr, packed.size());
   }
   if (!s) return fail(rv, h, s, st);
   rv.ack(h);

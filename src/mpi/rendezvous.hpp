@@ -162,11 +162,6 @@ class Rendezvous {
                     MPI_Request* ack);
   static constexpr size_t kMaxLayoutBytes = 2048;  // goes eagerly with every MPI
   static constexpr size_t kMaxLayouts = 4096;      // a sender's, kept for good
-  // Receiver: the message h (kZeroCopy with a layout) as it lies in the
-  // sender's buffer, which open(h) returns mapped here: its bytes are read
-  // out by packing this message from there. Receives the layout from h's
-  // sender if it is new. *lo: where the lent bytes start from that pointer.
-  Result<const transport::Message*> sender_layout(const Header& h, int64_t* lo = nullptr);
   // Sender: the ack of zero-copy message `seq` arrived (its request completed).
   void acked(uint64_t seq);
   // Zero-copy sends are possible (the MPI's tag range leaves room for their acks).
@@ -186,7 +181,14 @@ class Rendezvous {
   bool is_header(const void* p, size_t n, Header* out) const;
   // Receiver: the packed bytes of h as this process addresses them, once
   // they are there (a segment's pack may still run when its header lands).
-  Result<const void*> open(const Header& h);
+  // A message lent in its sender's layout (kZeroCopy with a layout): `ptr`
+  // is the sender's user pointer as mapped here and `layout` the message as
+  // it lies there (sender_layout); its bytes are read by packing that.
+  struct Source {
+    const void* ptr = nullptr;
+    const transport::Message* layout = nullptr;
+  };
+  Result<Source> open(const Header& h);
   // Receiver, kChannel: asks h's sender for the bytes and receives them into
   // dst (h.bytes, memory of this process's segments' kind). Transfers from
   // one sender are asked for and received in one order.
@@ -280,10 +282,13 @@ class Rendezvous {
     std::vector<unsigned char> wire;
     std::vector<bool> sent_to;  // by world rank
   };
+  // Receiver (open()): the message h (kZeroCopy with a layout) as it lies
+  // in the sender's buffer. Receives the layout from h's sender if it is
+  // new. *lo: where the lent bytes start from the sender's user pointer.
+  Result<const transport::Message*> sender_layout(const Header& h, int64_t* lo);
   struct PeerLayout {
-    type::NodePtr form;  // null: the bytes were no layout
     pack::Layout one;
-    transport::Message m;
+    transport::Message m;  // m.form null: the bytes were no layout
     int64_t lo = 0, span = 0;
   };
   std::mutex layout_mu_;

@@ -181,13 +181,7 @@ void pull_together(const std::vector<Landed>& landed) {
     auto src = rv->open(h);
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    const transport::Message* from = nullptr;
-    if (h.kind == kZeroCopy && h.layout) {
-      auto f = rv->sender_layout(h);
-      if (!f) continue;
-      from = f.value();
-    }
-    opened.push_back({l, h, src.value(), static_cast<size_t>(got), from});
+    opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout});
     add_mover(op.mover);
   }
   // Each mover's unpacks together: their kernels go in few launches. One

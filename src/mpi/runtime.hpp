@@ -91,10 +91,17 @@ class Runtime {
   // A device-method message m goes from the sender's own buffer (at least
   // LOOM_ZCOPY_MIN bytes; contiguous, or any layout with LOOM_ZCOPY_TYPES;
   // and the handshake can lend it).
+  // lend_as says how: its bytes as they lie from user + *base, or in the
+  // message's own layout.
+  enum class Lend { kNo, kContiguous, kTyped };
+  Lend lend_as(const transport::Message& m, int64_t* base) const {
+    if (!zero_copy_on() || m.bytes < zcopy_min_) return Lend::kNo;
+    if (transport::contiguous_at(m, base)) return Lend::kContiguous;
+    return zcopy_types_ >= 0 && lend_span_ok(m) ? Lend::kTyped : Lend::kNo;
+  }
   bool zero_copy(const transport::Message& m) const {
-    if (!zero_copy_on() || m.bytes < zcopy_min_) return false;
-    if (transport::contiguous_at(m, nullptr)) return true;
-    return zcopy_types_ >= 0 && lend_span_ok(m);
+    int64_t base = 0;
+    return lend_as(m, &base) != Lend::kNo;
   }
   // A derived-type message's span is dense enough to lend (LOOM_ZCOPY_TYPES).
   // A receiver's kernel reading a peer's allocation scattered over hundreds

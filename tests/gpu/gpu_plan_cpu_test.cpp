@@ -25,15 +25,33 @@ using test::layout_of;
 using test::strided_tree;
 
 // The kernels' work, item by item and lane by lane.
-template <int W>
-void emulate_words(const WordArgs& a) {
+template <int W, class Args>
+void emulate_words(const Args& a) {
   using T = typename WordOf<W>::T;
-  for (int64_t g = 0; g < a.geom.nwords; ++g) {
+  for (int64_t g = 0; g < nwords_of(a); ++g) {
     const char* s;
     char* d;
-    word_ends<W>(a, g, &s, &d);
+    ends_of<W>(a, g, &s, &d);
     store_as<T>(d, load_as<T>(s));
   }
+}
+
+// A pack's or a transfer's words, by the launch's word width.
+template <class Args>
+void emulate_words_as(int word, const Args& a) {
+  switch (word) {
+    case 1:
+      return emulate_words<1>(a);
+    case 2:
+      return emulate_words<2>(a);
+    case 4:
+      return emulate_words<4>(a);
+    case 8:
+      return emulate_words<8>(a);
+    case 16:
+      return emulate_words<16>(a);
+  }
+  FAIL() << "bad word width " << word;
 }
 
 void emulate(const Launch& l) {
@@ -44,20 +62,7 @@ void emulate(const Launch& l) {
       std::memmove(l.dst, l.src, static_cast<size_t>(l.bytes));
       return;
     case KernelKind::kWords:
-      switch (l.word) {
-        case 1:
-          return emulate_words<1>(l.words);
-        case 2:
-          return emulate_words<2>(l.words);
-        case 4:
-          return emulate_words<4>(l.words);
-        case 8:
-          return emulate_words<8>(l.words);
-        case 16:
-          return emulate_words<16>(l.words);
-      }
-      FAIL() << "bad word width " << l.word;
-      return;
+      return emulate_words_as(l.word, l.words);
     case KernelKind::kSegments:
       for (int c = 0; c < kSegClasses; ++c) {
         const SegClass& k = l.segs.geom.cls[c];
@@ -742,31 +747,8 @@ namespace {
 // host engine packing one and unpacking into the other. Random trees on the
 // sending side, a strided receive of the same size with a random block and
 // gap, random misalignment of both buffers; gap bytes must stay as they were.
-template <int W>
-void emulate_xfer(const XferArgs& a) {
-  using T = typename WordOf<W>::T;
-  for (int64_t g = 0; g < a.from.nwords; ++g) {
-    const char* s;
-    char* d;
-    xfer_ends<W>(a, g, &s, &d);
-    store_as<T>(d, load_as<T>(s));
-  }
-}
-
 void emulate_transfer(const Launch& l) {
-  switch (l.word) {
-    case 1:
-      return emulate_xfer<1>(l.xfer);
-    case 2:
-      return emulate_xfer<2>(l.xfer);
-    case 4:
-      return emulate_xfer<4>(l.xfer);
-    case 8:
-      return emulate_xfer<8>(l.xfer);
-    case 16:
-      return emulate_xfer<16>(l.xfer);
-  }
-  FAIL() << "bad word width " << l.word;
+  emulate_words_as(l.word, l.xfer);
 }
 
 TEST(GpuEmulation, TransferBetweenLayouts) {

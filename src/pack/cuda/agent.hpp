@@ -116,6 +116,24 @@ LOOM_HD void xfer_ends(const XferArgs& a, int64_t g, const char** src, char** ds
   *dst = a.dst + word_user_offset(a.to, g, W);
 }
 
+// A words job's length and where its word g goes, for either kind: packed
+// order on one side (WordArgs) or a layout on both (XferArgs). The kernel
+// and the CPU tests take both through these.
+LOOM_HD int64_t nwords_of(const WordArgs& a) {
+  return a.geom.nwords;
+}
+LOOM_HD int64_t nwords_of(const XferArgs& a) {
+  return a.from.nwords;
+}
+template <int W>
+LOOM_HD void ends_of(const WordArgs& a, int64_t g, const char** s, char** d) {
+  word_ends<W>(a, g, s, d);
+}
+template <int W>
+LOOM_HD void ends_of(const XferArgs& a, int64_t g, const char** s, char** d) {
+  xfer_ends<W>(a, g, s, d);
+}
+
 // ---- group copy: n bytes from s to d by `lanes` cooperating lanes --------
 //
 // The destination is written in aligned 16-byte words (the body), each lane

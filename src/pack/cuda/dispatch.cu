@@ -12,23 +12,6 @@
 namespace loom::pack::gpu {
 namespace {
 
-// A words job's length and where its word g goes: packed order on one side
-// (WordArgs), or a layout on both (XferArgs, a transfer; agent.hpp).
-__device__ __forceinline__ int64_t nwords_of(const WordArgs& a) {
-  return a.geom.nwords;
-}
-__device__ __forceinline__ int64_t nwords_of(const XferArgs& a) {
-  return a.from.nwords;
-}
-template <int W>
-__device__ __forceinline__ void ends_of(const WordArgs& a, int64_t g, const char** s, char** d) {
-  word_ends<W>(a, g, s, d);
-}
-template <int W>
-__device__ __forceinline__ void ends_of(const XferArgs& a, int64_t g, const char** s, char** d) {
-  xfer_ends<W>(a, g, s, d);
-}
-
 // One word per item; each thread keeps words_items(W) loads in flight, and
 // consecutive threads take consecutive packed words, so the packed side is
 // fully coalesced and the user side as coalesced as the layout allows.
