@@ -130,15 +130,13 @@ bool basic_of(const TypeEntry& e, Basic* b) {
   return false;
 }
 
-}  // namespace
-
-bool reduce_of(MPI_Op op, MPI_Datatype type, ReduceOp* rop, Basic* b) {
-  if (op == MPI_OP_NULL || type == MPI_DATATYPE_NULL) return false;
+// The predefined operation `op`, with the type groups it is defined on.
+const OpEntry* op_entry(MPI_Op op) {
   constexpr unsigned kMinMax = kCInteger | kFortranInteger | kFloating | kMultiLanguage;
   constexpr unsigned kSumProd = kMinMax | kComplex;
   constexpr unsigned kLogicalOps = kCInteger | kLogical;
   constexpr unsigned kBitwise = kCInteger | kFortranInteger | kByte | kMultiLanguage;
-  const OpEntry ops[] = {
+  static const OpEntry ops[] = {
       {MPI_SUM, ReduceOp::kSum, kSumProd},          {MPI_PROD, ReduceOp::kProd, kSumProd},
       {MPI_MIN, ReduceOp::kMin, kMinMax},           {MPI_MAX, ReduceOp::kMax, kMinMax},
       {MPI_LAND, ReduceOp::kLand, kLogicalOps},     {MPI_LOR, ReduceOp::kLor, kLogicalOps},
@@ -147,9 +145,20 @@ bool reduce_of(MPI_Op op, MPI_Datatype type, ReduceOp* rop, Basic* b) {
       {MPI_MINLOC, ReduceOp::kMinloc, kPairGroup},  {MPI_MAXLOC, ReduceOp::kMaxloc, kPairGroup},
       {MPI_REPLACE, ReduceOp::kReplace, kAnyGroup}, {MPI_NO_OP, ReduceOp::kNoOp, kAnyGroup},
   };
-  const OpEntry* o = nullptr;
   for (const OpEntry& x : ops)
-    if (x.op == op) o = &x;
+    if (x.op == op) return &x;
+  return nullptr;
+}
+
+}  // namespace
+
+bool predefined_op(MPI_Op op) {
+  return op != MPI_OP_NULL && op_entry(op) != nullptr;
+}
+
+bool reduce_of(MPI_Op op, MPI_Datatype type, ReduceOp* rop, Basic* b) {
+  if (op == MPI_OP_NULL || type == MPI_DATATYPE_NULL) return false;
+  const OpEntry* o = op_entry(op);
   if (o == nullptr) return false;
 
   constexpr Basic kNone = Basic::kUint8;  // unused for entries sized by the MPI

@@ -24,4 +24,9 @@ namespace loom::coll {
 // reduce host copies, and reports its errors).
 bool reduce_of(MPI_Op op, MPI_Datatype type, ReduceOp* rop, Basic* b);
 
+// One of MPI's predefined operations (MPI_SUM ... MPI_NO_OP). MPI-4.1 §6.9.2
+// defines them on predefined datatypes only: Open MPI 4.1 and MPICH 4.0/5.0
+// refuse a derived type with MPI_ERR_OP (a contiguous one of doubles too).
+bool predefined_op(MPI_Op op);
+
 }  // namespace loom::coll

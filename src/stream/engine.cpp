@@ -183,7 +183,9 @@ bool Engine::post(Op& op) {
   LOOM_DEBUG(kMpi, "stream thread: posted (%d)", rc);
   op.posted = true;
   if (rc != MPI_SUCCESS) {
-    LOOM_WARN(kMpi, "enqueued operation: the MPI refused it (error %d)", rc);
+    // Its arguments were checked when it was enqueued: the caller cannot be
+    // told any more, so this is an error line (tests fail on it).
+    LOOM_LOG(kError, kMpi, "enqueued operation: the MPI refused it (error %d)", rc);
     op.req = MPI_REQUEST_NULL;
     op.st.MPI_ERROR = rc;
     return false;

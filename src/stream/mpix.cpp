@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "coll/reduce_map.hpp"
 #include "loom/stream.h"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
@@ -580,6 +581,17 @@ int MPIX_Allreduce_enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Da
   if (!ch) return rc;
   if (count < 0) return mpi::raise(comm, MPI_ERR_COUNT, "negative count");
   if (datatype == MPI_DATATYPE_NULL) return mpi::raise(comm, MPI_ERR_TYPE, "MPI_DATATYPE_NULL");
+  // What the MPI would refuse when the stream reaches the operation is
+  // refused now, while the caller can still be told.
+  if (op == MPI_OP_NULL) return mpi::raise(comm, MPI_ERR_OP, "MPI_OP_NULL");
+  if (coll::predefined_op(op)) {
+    int combiner = MPI_COMBINER_NAMED, ni = 0, na = 0, nt = 0;
+    PMPI_Type_get_envelope(datatype, &ni, &na, &nt, &combiner);
+    if (combiner != MPI_COMBINER_NAMED)
+      return mpi::raise(comm, MPI_ERR_OP,
+                        "MPIX_Allreduce_enqueue: a predefined operation on a derived datatype "
+                        "(MPI defines them on predefined datatypes only)");
+  }
   const bool in_place = sendbuf == MPI_IN_PLACE;
   // Device buffers go through host mirrors of their spans (the receive
   // mirror starts as a copy, so the gaps of the type stay as they are).

@@ -284,7 +284,7 @@ std::unique_ptr<Mover> make_host_mover() {
 }
 
 #ifndef LOOM_HAVE_CUDA
-Result<std::unique_ptr<Mover>> make_gpu_mover(Method, bool) {
+Result<std::unique_ptr<Mover>> make_gpu_mover(Method, bool, pack::ProxyQueue*, size_t) {
   return Status(Err::kUnsupported, "Loom was built without CUDA");
 }
 #endif
