@@ -291,6 +291,16 @@ TEST_F(Stream, WildcardReceives) {
   }
 }
 
+// A user op over MPI_Type_vector(10, 2, 5, MPI_DOUBLE) elements: 2 doubles
+// every 5, extent 47 doubles.
+void sum_vector_elements(void* in, void* inout, int* len, MPI_Datatype*) {
+  const double* x = static_cast<const double*>(in);
+  double* y = static_cast<double*>(inout);
+  for (int e = 0; e < *len; ++e)
+    for (int blk = 0; blk < 10; ++blk)
+      for (int k = 0; k < 2; ++k) y[e * 47 + blk * 5 + k] += x[e * 47 + blk * 5 + k];
+}
+
 // Allreduce in stream order: contiguous, in place and not; the oracle is
 // the MPI's own allreduce. A predefined op on a derived type is refused at
 // the call, as the MPI's own allreduce refuses it (not later, by the stream).
@@ -318,6 +328,7 @@ TEST_F(Stream, AllreduceEnqueue) {
   MPI_Type_vector(10, 2, 5, MPI_DOUBLE, &v);
   MPI_Type_commit(&v);
   std::vector<double> a(150), b(150, -7.0), c(150, -7.0);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = 0.5 * static_cast<double>(i) + me;
   int cls = MPI_SUCCESS;
   MPI_Error_class(PMPI_Allreduce(a.data(), c.data(), 3, v, MPI_SUM, MPI_COMM_WORLD), &cls);
   EXPECT_EQ(cls, MPI_ERR_OP) << "the oracle: the MPI refuses MPI_SUM on a derived type";
@@ -326,6 +337,22 @@ TEST_F(Stream, AllreduceEnqueue) {
   EXPECT_EQ(cls, MPI_ERR_OP);
   sync();
   EXPECT_EQ(b, std::vector<double>(150, -7.0));  // nothing ran
+
+  // A user op takes the derived type: the data sums, the gaps stay -7.
+  MPI_Op sum_v;
+  MPI_Op_create(&sum_vector_elements, 1, &sum_v);
+  ASSERT_EQ(MPIX_Allreduce_enqueue(a.data(), b.data(), 3, v, sum_v, comm_), MPI_SUCCESS);
+  sync();
+  ASSERT_EQ(PMPI_Allreduce(a.data(), c.data(), 3, v, sum_v, MPI_COMM_WORLD), MPI_SUCCESS);
+  EXPECT_EQ(b, c);
+  const int n = world_size();
+  for (size_t i = 0; i < b.size(); ++i) {
+    const size_t e = i % 47;                              // within an element (extent 47 doubles)
+    const bool data = i < 3 * 47 && e % 5 < 2 && e < 47;  // blocks of the 3 elements
+    const double want = data ? n * 0.5 * static_cast<double>(i) + n * (n - 1) / 2.0 : -7.0;
+    EXPECT_EQ(b[i], want) << "double " << i;
+  }
+  MPI_Op_free(&sum_v);
   MPI_Type_free(&v);
 }
 
