@@ -8,32 +8,12 @@
 
 #include "mpi/buffer_calls.hpp"
 #include "mpi/errors.hpp"
+#include "mpi/large_count.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
 
 // MPI-4 (MPICH 4.0 has them; Open MPI 4.1 has none).
 #ifdef LOOM_MPI_HAS_MPI_Type_contiguous_c
-
-namespace loom::mpi {
-namespace {
-
-// `call(n, t)` with count elements of type as n elements of t. `keep`: a
-// type made here outlives the call (a request may use it later; MPI has no
-// hook to free it then, and such messages move 2 GiB or more each).
-template <class Call>
-int with_int_count(MPI_Count count, MPI_Datatype type, bool keep, Call call) {
-  if (count <= INT_MAX) return call(count < 0 ? -1 : static_cast<int>(count), type);
-  MPI_Datatype big = MPI_DATATYPE_NULL;
-  if (PMPI_Type_contiguous_c(count, type, &big) != MPI_SUCCESS)
-    return raise(MPI_COMM_WORLD, MPI_ERR_TYPE, "large count: no contiguous type");
-  MPI_Type_commit(&big);  // Loom's, so the type is read once
-  const int rc = call(1, big);
-  if (!keep) MPI_Type_free(&big);
-  return rc;
-}
-
-}  // namespace
-}  // namespace loom::mpi
 
 using loom::mpi::with_int_count;
 

@@ -20,6 +20,7 @@
 
 #include "loom/loom.h"
 #include "loom/stream.h"
+#include "mpi_buffer_calls.hpp"  // LOOM_MPI_HAS_<fn>: what this MPI declares
 #include "random_types.hpp"
 #include "test_buffers.hpp"
 
@@ -355,6 +356,75 @@ TEST_F(Stream, AllreduceEnqueue) {
   MPI_Op_free(&sum_v);
   MPI_Type_free(&v);
 }
+
+#ifdef LOOM_MPI_HAS_MPIX_Send_enqueue_c
+// MPICH's large-count forms take Loom's streams as the int forms do (the
+// MPI's own would get a communicator with no stream of its own).
+TEST_F(Stream, LargeCountForms) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) GTEST_SKIP() << "odd rank out";
+  std::vector<int> out(300), in(300, -1), back(300, -1);
+  on_stream(s_, [&out, me] {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int>(i) * 3 + me;
+  });
+  const MPI_Count n = 300;
+  if (me % 2 == 0) {
+    ASSERT_EQ(MPIX_Send_enqueue_c(out.data(), n, MPI_INT, peer, 5, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Recv_enqueue_c(in.data(), n, MPI_INT, peer, 6, comm_, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+  } else {
+    ASSERT_EQ(MPIX_Recv_enqueue_c(in.data(), n, MPI_INT, peer, 5, comm_, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Send_enqueue_c(out.data(), n, MPI_INT, peer, 6, comm_), MPI_SUCCESS);
+  }
+  MPI_Request r[2];
+  ASSERT_EQ(MPIX_Irecv_enqueue_c(back.data(), n, MPI_INT, peer, 7, comm_, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPIX_Isend_enqueue_c(out.data(), n, MPI_INT, peer, 7, comm_, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPIX_Waitall_enqueue(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  std::vector<int> sum(300, -1);
+  ASSERT_EQ(MPIX_Allreduce_enqueue_c(out.data(), sum.data(), n, MPI_INT, MPI_SUM, comm_),
+            MPI_SUCCESS);
+  sync();
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(in[i], static_cast<int>(i) * 3 + peer) << i;
+    ASSERT_EQ(back[i], static_cast<int>(i) * 3 + peer) << i;
+  }
+  std::vector<int> ref(300);
+  ASSERT_EQ(PMPI_Allreduce(out.data(), ref.data(), 300, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+            MPI_SUCCESS);
+  EXPECT_EQ(sum, ref);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(MPIX_Send_enqueue_c(out.data(), -1, MPI_INT, peer, 5, comm_), &cls);
+  EXPECT_EQ(cls, MPI_ERR_COUNT);
+  MPI_Error_class(MPIX_Allreduce_enqueue_c(out.data(), sum.data(), -1, MPI_INT, MPI_SUM, comm_),
+                  &cls);
+  EXPECT_EQ(cls, MPI_ERR_COUNT);
+
+  // Multiplex: MPIX_Stream_send_c / recv_c / isend_c / irecv_c.
+  MPIX_Stream none[1] = {MPIX_STREAM_NULL};
+  MPI_Comm mux;
+  ASSERT_EQ(MPIX_Stream_comm_create_multiplex(MPI_COMM_WORLD, 1, none, &mux), MPI_SUCCESS);
+  std::vector<int> got(300, -1), got2(300, -1);
+  if (me % 2 == 0) {
+    ASSERT_EQ(MPIX_Stream_send_c(out.data(), n, MPI_INT, peer, 8, mux, 0, 0), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Stream_recv_c(got.data(), n, MPI_INT, peer, 9, mux, 0, 0, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+  } else {
+    ASSERT_EQ(MPIX_Stream_recv_c(got.data(), n, MPI_INT, peer, 8, mux, 0, 0, MPI_STATUS_IGNORE),
+              MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Stream_send_c(out.data(), n, MPI_INT, peer, 9, mux, 0, 0), MPI_SUCCESS);
+  }
+  ASSERT_EQ(MPIX_Stream_irecv_c(got2.data(), n, MPI_INT, peer, 10, mux, 0, 0, &r[0]), MPI_SUCCESS);
+  ASSERT_EQ(MPIX_Stream_isend_c(out.data(), n, MPI_INT, peer, 10, mux, 0, 0, &r[1]), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], static_cast<int>(i) * 3 + peer) << i;
+    ASSERT_EQ(got2[i], static_cast<int>(i) * 3 + peer) << i;
+  }
+  MPI_Comm_free(&mux);
+}
+#endif
 
 // Multiplex communicators: matching per (source stream, destination stream).
 TEST_F(Stream, MultiplexStreamSendRecv) {
