@@ -9,6 +9,7 @@
 
 #include "coll/reduce_map.hpp"
 #include "loom/stream.h"
+#include "mpi/buffer_calls.hpp"  // LOOM_MPI_HAS_<fn>
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
@@ -368,6 +369,22 @@ int MPIX_Stream_free(MPIX_Stream* stream) {
   *stream = MPIX_STREAM_NULL;
   return MPI_SUCCESS;
 }
+
+#ifdef LOOM_MPI_HAS_MPIX_Stream_progress
+// MPICH's: progress on a stream's context. Loom's streams are its own
+// objects (MPICH's function would not know them): Loom's progress (its
+// device messages' handshakes), then the MPI's general progress. The
+// stream engine's thread progresses enqueued operations by itself.
+int MPIX_Stream_progress(MPIX_Stream stream) {
+  LOOM_STREAM_PASS(MPIX_Stream_progress, stream);
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "Loom is not active");
+  if (stream != MPIX_STREAM_NULL && !find_stream(*rt->streams, stream))
+    return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "MPIX_Stream_progress: not a live stream");
+  if (rt->rv) rt->rv->progress();
+  return LOOM_NEXT(MPIX_Stream_progress)(MPIX_STREAM_NULL);
+}
+#endif
 
 int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm) {
   LOOM_STREAM_PASS(MPIX_Stream_comm_create, comm, stream, newcomm);

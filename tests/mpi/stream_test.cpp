@@ -426,6 +426,20 @@ TEST_F(Stream, LargeCountForms) {
 }
 #endif
 
+#ifdef LOOM_MPI_HAS_MPIX_Stream_progress
+TEST_F(Stream, ProgressTakesLoomsStreams) {
+  EXPECT_EQ(MPIX_Stream_progress(stream_), MPI_SUCCESS);
+  EXPECT_EQ(MPIX_Stream_progress(MPIX_STREAM_NULL), MPI_SUCCESS);
+  MPIX_Stream gone;
+  ASSERT_EQ(MPIX_Stream_create(MPI_INFO_NULL, &gone), MPI_SUCCESS);
+  MPIX_Stream old = gone;
+  ASSERT_EQ(MPIX_Stream_free(&gone), MPI_SUCCESS);
+  int cls = MPI_SUCCESS;
+  MPI_Error_class(MPIX_Stream_progress(old), &cls);
+  EXPECT_EQ(cls, MPI_ERR_ARG);
+}
+#endif
+
 // Multiplex communicators: matching per (source stream, destination stream).
 TEST_F(Stream, MultiplexStreamSendRecv) {
   const int me = world_rank(), peer = me ^ 1;
