@@ -65,13 +65,13 @@ Status ProxyQueue::ensure_running() {
 Result<uint64_t> ProxyQueue::post(void* dst, const void* src, size_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   if (failed_) return Status(Err::kCuda, "copy agent failed before: " + agent_->failure());
+  const uint64_t v[3] = {reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src), bytes};
+  for (uint64_t x : v)
+    if (x >> kProxyValueBits) return Status(Err::kUnsupported, "copy agent: past 48 bits");
   while (head_ - done() >= kProxyRing) {  // full: the oldest must finish first
     LOOM_TRY(ensure_running());
     std::this_thread::yield();
   }
-  const uint64_t v[3] = {reinterpret_cast<uint64_t>(dst), reinterpret_cast<uint64_t>(src), bytes};
-  for (uint64_t x : v)
-    if (x >> kProxyValueBits) return Status(Err::kUnsupported, "copy agent: past 48 bits");
   ProxySlot& slot = ring_[head_ % kProxyRing];
   for (int i = 0; i < 3; ++i)
     std::atomic_ref<uint64_t>(slot.w[i]).store(proxy_word(v[i], head_ + 1),

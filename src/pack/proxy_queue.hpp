@@ -2,8 +2,8 @@
 // call: the request goes into a ring in mapped pinned memory, a small kernel
 // that stays on the GPU picks it up, copies with one block, and writes back
 // how far it got. A synchronised copy of a few bytes otherwise costs a launch
-// and a stream synchronisation (~8 us under MPS); here it costs the trip of
-// two cache lines over PCIe.
+// and a stream synchronisation (9-12 us on an H100 under MPS); here it costs
+// a few trips over PCIe (4-6 us, docs/results/p2p-h100-proxy.md).
 //
 // The agent leaves after `idle` without requests, so an application's
 // cudaDeviceSynchronize (or cudaFree) waits at most that long for it, and

@@ -14,6 +14,7 @@
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
 #include "stream/enqueue.hpp"
+#include "type/from_mpi.hpp"
 #include "util/log.hpp"
 
 namespace loom::stream {
@@ -601,14 +602,10 @@ int MPIX_Allreduce_enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Da
   // What the MPI would refuse when the stream reaches the operation is
   // refused now, while the caller can still be told.
   if (op == MPI_OP_NULL) return mpi::raise(comm, MPI_ERR_OP, "MPI_OP_NULL");
-  if (coll::predefined_op(op)) {
-    int combiner = MPI_COMBINER_NAMED, ni = 0, na = 0, nt = 0;
-    PMPI_Type_get_envelope(datatype, &ni, &na, &nt, &combiner);
-    if (combiner != MPI_COMBINER_NAMED)
-      return mpi::raise(comm, MPI_ERR_OP,
-                        "MPIX_Allreduce_enqueue: a predefined operation on a derived datatype "
-                        "(MPI defines them on predefined datatypes only)");
-  }
+  if (coll::predefined_op(op) && !type::is_named(datatype))
+    return mpi::raise(comm, MPI_ERR_OP,
+                      "MPIX_Allreduce_enqueue: a predefined operation on a derived datatype "
+                      "(MPI defines them on predefined datatypes only)");
   const bool in_place = sendbuf == MPI_IN_PLACE;
   // Device buffers go through host mirrors of their spans (the receive
   // mirror starts as a copy, so the gaps of the type stay as they are).
