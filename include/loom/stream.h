@@ -113,6 +113,9 @@ int loom_stream_synchronize(void* stream);
 /* Host-side actions of the stream engine so far (operations posted to the
  * MPI, completions handled): what a benchmark divides by its rounds. */
 int loom_stream_host_actions(long long* count);
+/* MPIS rounds (either end) this process started on Loom's on-node pair
+ * path, where the two streams move the data with no host action at all. */
+int loom_stream_pair_rounds(long long* count);
 
 #ifdef __cplusplus
 }

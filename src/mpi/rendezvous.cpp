@@ -119,6 +119,7 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   rv->world_rank_ = me;
   rv->chunk_ = static_cast<size_t>(all[1]);
   rv->native_ = all[3] != 0;
+  rv->host_mode_ = host_mode;
   if (me == 0) {
     std::random_device rd;
     rv->nonce_ = (uint64_t{rd()} << 32) ^ rd() ^

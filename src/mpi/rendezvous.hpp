@@ -124,6 +124,11 @@ class Rendezvous {
   bool all_on_node(MPI_Comm comm);
   size_t chunk_bytes() const { return chunk_; }
 
+  // The job's nonce (names of shared memory of this job).
+  uint64_t nonce() const { return nonce_; }
+  // The host test mode: peers lend shared memory, not CUDA IPC.
+  bool host_mode() const { return host_mode_; }
+
   // World rank of `rank` of comm, or -1.
   int world_rank(MPI_Comm comm, int rank);
   int world_rank() const { return world_rank_; }
@@ -247,6 +252,7 @@ class Rendezvous {
   MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
   int keyval_ = MPI_KEYVAL_INVALID;
   uint64_t nonce_ = 0;
+  bool host_mode_ = false;
   int world_rank_ = 0;
   std::vector<int> node_of_;  // world rank -> its node (lowest world rank there)
   std::unique_ptr<transport::PeerMemory> mem_;

@@ -197,6 +197,15 @@ Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg) {
                      "host function");
 }
 
+Status cuda_attach_host_words(void* page, size_t bytes) {
+  const cudaError_t e = cudaHostRegister(page, bytes, cudaHostRegisterMapped);
+  if (e == cudaErrorHostMemoryAlreadyRegistered) {
+    cudaGetLastError();
+    return Status::ok();
+  }
+  return cuda_status(e, "registering pair words");
+}
+
 void cuda_lanes_release() {
   Shared& sh = shared();
   std::lock_guard<std::mutex> lk(sh.mu);

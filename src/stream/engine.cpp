@@ -6,6 +6,7 @@
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
+#include "stream/pair.hpp"
 #include "util/log.hpp"
 
 namespace loom::stream {
@@ -59,8 +60,9 @@ void Channel::release(const Slot& s) {
   free_.push_back(s.index);
 }
 
-Engine::Engine() {
+Engine::Engine() : pairs_(std::make_unique<Pairs>()) {
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &world_);
+  LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &answers_);
   void* ub = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
@@ -92,7 +94,9 @@ void Engine::shutdown() {
   }
   cuda_lanes_release();
   if (keyval_ != MPI_KEYVAL_INVALID) MPI_Comm_free_keyval(&keyval_);
+  pairs_->sweep(true);
   if (world_ != MPI_COMM_NULL) LOOM_NEXT(MPI_Comm_free)(&world_);
+  if (answers_ != MPI_COMM_NULL) LOOM_NEXT(MPI_Comm_free)(&answers_);
 }
 
 void Engine::submit(std::shared_ptr<Op> op) {

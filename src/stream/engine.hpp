@@ -30,6 +30,8 @@
 
 namespace loom::stream {
 
+class Pairs;
+
 // A release word of a channel, taken by one operation.
 struct Slot {
   int index = -1;
@@ -132,12 +134,17 @@ class Engine {
   bool host_stream_free(void* s);
   HostStream* host_stream(void* s);
 
-  // Loom's own duplicate of MPI_COMM_WORLD (MPIS rounds go on it).
+  // Loom's own duplicate of MPI_COMM_WORLD (MPIS rounds go on it), and one
+  // for the answers of MPIS_Match (stream/pair.hpp).
   MPI_Comm world() const { return world_; }
+  MPI_Comm answers() const { return answers_; }
+  // Matched MPIS pairs of this node (stream/pair.hpp).
+  Pairs& pairs() { return *pairs_; }
   int tag_ub() const { return tag_ub_; }
   // The attribute key of stream communicators (made on first use).
   int keyval(MPI_Comm_delete_attr_function* on_free);
   std::atomic<long long> host_actions{0};
+  std::atomic<long long> pair_rounds{0};  // MPIS rounds on the on-node pair path
 
   // Live handles of the stream APIs, so that a freed or foreign handle is an
   // MPI error, not a crash.
@@ -153,7 +160,8 @@ class Engine {
   bool test(Op& op);
   void finish(Op& op);
 
-  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm world_ = MPI_COMM_NULL, answers_ = MPI_COMM_NULL;
+  std::unique_ptr<Pairs> pairs_;
   int tag_ub_ = 32767;
   int keyval_ = MPI_KEYVAL_INVALID;
   std::mutex mu_;

@@ -13,13 +13,18 @@
 namespace loom::stream {
 
 int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b) {
+  if (lane.emulated() && !runtime()->host_as_device() && count > 0 && type != MPI_DATATYPE_NULL &&
+      mpi::on_device(buf, count, type))
+    return mpi::raise(comm, MPI_ERR_BUFFER, "an emulated stream takes host memory, not GPU memory");
+  return classify(buf, count, type, comm, b);
+}
+
+int classify(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b) {
   if (count < 0) return mpi::raise(comm, MPI_ERR_COUNT, "negative count");
   if (type == MPI_DATATYPE_NULL) return mpi::raise(comm, MPI_ERR_TYPE, "MPI_DATATYPE_NULL");
   Runtime* rt = runtime();
   b->how = Buffer::How::kHost;
   if (count == 0 || !mpi::on_device(buf, count, type)) return MPI_SUCCESS;
-  if (lane.emulated() && !rt->host_as_device())
-    return mpi::raise(comm, MPI_ERR_BUFFER, "an emulated stream takes host memory, not GPU memory");
   auto e = rt->types.lookup(type);
   if (e) {
     b->keep = std::move(e.value());

@@ -43,6 +43,8 @@ struct Buffer {
 };
 
 // Checks count and type (errors raised on comm) and classifies buf.
+int classify(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b);
+// The same for work on `lane` (an emulated stream takes no GPU memory).
 int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffer* b);
 
 // Point-to-point only: a device buffer Loom reads goes direct (kDirect)

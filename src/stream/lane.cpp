@@ -135,6 +135,9 @@ Status cuda_synchronize(void*) {
 Status cuda_launch_host(void*, void (*)(void*), void*) {
   return Status(Err::kUnsupported, "this Loom was built without CUDA");
 }
+Status cuda_attach_host_words(void*, size_t) {
+  return Status(Err::kUnsupported, "this Loom was built without CUDA");
+}
 void cuda_lanes_release() {}
 #endif
 

@@ -94,6 +94,9 @@ Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream);
 // Waits for a CUDA stream / runs a host function on it (the public helpers).
 Status cuda_synchronize(void* cuda_stream);
 Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg);
+// Makes host memory shared with other processes (a page of pair words)
+// reachable by CUDA streams' memory operations: registers it mapped.
+Status cuda_attach_host_words(void* page, size_t bytes);
 // Frees what the CUDA lanes keep for the process (layout cache, pinned
 // pool), at finalize.
 void cuda_lanes_release();

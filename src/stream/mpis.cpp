@@ -16,6 +16,7 @@
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
 #include "stream/enqueue.hpp"
+#include "stream/pair.hpp"
 
 struct MPIS_Request_struct {
   bool send = false;
@@ -34,6 +35,9 @@ struct MPIS_Request_struct {
   loom::stream::Block staging;
   std::shared_ptr<std::atomic<int>> active = std::make_shared<std::atomic<int>>(0);
   std::shared_ptr<void> pin;  // the type, for rounds that pass it to the MPI (TypePin)
+  // Loom's on-node path (stream/pair.hpp): the end, and its buffer as classified at the match.
+  loom::stream::PairEnd pair;
+  loom::stream::Buffer pair_buf;
 };
 
 namespace loom::stream {
@@ -51,6 +55,7 @@ struct Header {
   int64_t bytes;
   int32_t channel;
   int32_t world_rank;
+  PairOffer offer;  // Loom's on-node path, where the sender can take it
 };
 constexpr uint64_t kMagic = 0x4c4f4f4d4d504953ull;  // "LOOMMPIS"
 
@@ -130,6 +135,23 @@ int start(Engine& e, Queue& q, MPIS_Request r) {
   if (r->peer == MPI_PROC_NULL) return MPI_SUCCESS;
   Channel& ch = *q.ch;
   int rc = MPI_SUCCESS;
+  if (r->pair.on) {
+    // The pair's memory is CUDA IPC on a GPU and shared host memory in the
+    // host test mode: a stream of the other kind cannot reach it.
+    if (ch.lane().emulated() != runtime()->rv->host_mode())
+      return mpi::raise(r->comm, MPI_ERR_OTHER,
+                        "this MPIS request was matched for Loom's on-node path, which runs on "
+                        "CUDA streams only (LOOM_MPIS_PAIR=0 keeps it off)");
+    Status s =
+        r->send ? e.pairs().start_send(ch.lane(), r->pair, r->pair_buf, r->sbuf) : Status::ok();
+    if (!r->send) ++r->pair.rounds;
+    if (s) s = ch.mark().status();  // MPIS_Queue_free sees the stream busy till it gets here
+    if (!s) return mpi::raise(r->comm, s);
+    r->active->fetch_add(1);
+    e.pair_rounds.fetch_add(1, std::memory_order_relaxed);
+    q.started.emplace_back(std::move(keep), nullptr);
+    return MPI_SUCCESS;
+  }
   if (r->staged_on != &ch.lane()) {
     void* user = r->send ? const_cast<void*>(r->sbuf) : r->rbuf;
     if ((rc = resolve(ch.lane(), user, r->count, r->type, r->comm, &r->buf)) != MPI_SUCCESS)
@@ -261,6 +283,7 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
   std::vector<Header> hdr(count);
   std::vector<MPI_Request> reqs;
   std::vector<int> which;
+  Pairs& pairs = e->pairs();
   for (int i = 0; i < count; ++i) {
     MPIS_Request r = requests[i];
     if (r->matched) continue;
@@ -270,7 +293,16 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
       r->channel = static_cast<int>(e->next_handle() % (static_cast<uintptr_t>(e->tag_ub()) + 1));
       int me = 0;
       MPI_Comm_rank(MPI_COMM_WORLD, &me);
-      hdr[i] = Header{kMagic, r->bytes, r->channel, me};
+      hdr[i] = Header{kMagic, r->bytes, r->channel, me, PairOffer{}};
+      if ((rc = classify(r->sbuf, r->count, r->type, r->comm, &r->pair_buf)) != MPI_SUCCESS)
+        return rc;
+      hdr[i].offer = pairs.offer(r->pair_buf, r->sbuf, r->world_peer, &r->pair);
+      // The receiver answers an offer within its MPIS_Match; the sender
+      // waits for the answer at its first start.
+      if (hdr[i].offer.kind != PairOffer::kNone &&
+          (rc = LOOM_NEXT(MPI_Irecv)(&r->pair.answer, sizeof(PairAnswer), MPI_BYTE, r->world_peer,
+                                     r->channel, e->answers(), &r->pair.answer_req)) != MPI_SUCCESS)
+        return mpi::raise(r->comm, rc, "MPIS_Match: the MPI refused");
       rc = LOOM_NEXT(MPI_Isend)(&hdr[i], sizeof(Header), MPI_BYTE, r->peer, r->tag, r->comm, &q);
     } else {
       rc = LOOM_NEXT(MPI_Irecv)(&hdr[i], sizeof(Header), MPI_BYTE, r->peer, r->tag, r->comm, &q);
@@ -283,6 +315,8 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
   rc = LOOM_NEXT(MPI_Waitall)(static_cast<int>(reqs.size()), reqs.data(), st.data());
   if (rc != MPI_SUCCESS) return mpi::raise(MPI_COMM_WORLD, rc, "MPIS_Match: the MPI failed");
   int err = MPI_SUCCESS;
+  std::vector<PairAnswer> answers(count);
+  std::vector<MPI_Request> answered;
   for (size_t k = 0; k < which.size(); ++k) {
     const int i = which[k];
     MPIS_Request r = requests[i];
@@ -304,10 +338,27 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
       r->world_peer = hdr[i].world_rank;
       r->channel = hdr[i].channel;
       MPI_Status_set_elements_x(&out, MPI_BYTE, hdr[i].bytes);
+      if (hdr[i].offer.kind != PairOffer::kNone) {
+        if (classify(r->rbuf, r->count, r->type, r->comm, &r->pair_buf) == MPI_SUCCESS)
+          answers[i] =
+              pairs.answer(hdr[i].offer, hdr[i].bytes, r->pair_buf, r->world_peer, &r->pair);
+        MPI_Request a = MPI_REQUEST_NULL;
+        if (LOOM_NEXT(MPI_Isend)(&answers[i], sizeof(PairAnswer), MPI_BYTE, r->world_peer,
+                                 r->channel, e->answers(), &a) != MPI_SUCCESS) {
+          err = mpi::raise(r->comm, MPI_ERR_OTHER, "MPIS_Match: the MPI refused the answer");
+          continue;
+        }
+        answered.push_back(a);
+      }
     }
     r->matched = true;
     if (statuses != MPI_STATUSES_IGNORE) statuses[i] = out;
   }
+  // The sender posted the answer's receive before its header went: these complete.
+  if (!answered.empty() &&
+      LOOM_NEXT(MPI_Waitall)(static_cast<int>(answered.size()), answered.data(),
+                             MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+    err = mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "MPIS_Match: the answers failed");
   return err;
 }
 
@@ -334,6 +385,11 @@ int MPIS_Enqueue_startall(MPIS_Queue queue, int count, MPIS_Request requests[]) 
                       "MPIS_Enqueue_start: not a live queue (freed, or never made)");
   if (count < 0 || (count > 0 && !requests))
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "MPIS_Enqueue_startall: bad arguments");
+  // Senders learn their receivers' answers (outside the lock: this may wait).
+  for (int i = 0; i < count; ++i)
+    if (known(*e, requests[i]) && requests[i]->pair.answer_req != MPI_REQUEST_NULL)
+      if (Status s = e->pairs().settle(&requests[i]->pair); !s)
+        return mpi::raise(requests[i]->comm, s);
   std::lock_guard<std::mutex> lk(q->ch->mu());
   for (int i = 0; i < count; ++i)
     if ((rc = start(*e, *q, requests[i])) != MPI_SUCCESS) return rc;
@@ -350,11 +406,30 @@ int MPIS_Enqueue_waitall(MPIS_Queue queue) {
                       "MPIS_Enqueue_waitall: not a live queue (freed, or never made)");
   Channel& ch = *q->ch;
   std::lock_guard<std::mutex> lk(ch.mu());
+  // Pairs' receives first: a peer's stream may wait for them before it
+  // writes what this stream's other waits need.
+  bool pairs = false;
   for (auto& [r, op] : q->started) {
+    if (op || r->send) continue;
+    pairs = true;
+    if (Status s = e->pairs().finish_recv(ch.lane(), r->pair, r->pair_buf, r->rbuf); !s)
+      return mpi::raise(r->comm, s);
+  }
+  for (auto& [r, op] : q->started) {
+    if (!op) continue;
     Status s = ch.wait(op->slot);
     if (s && !r->send) s = unstage_recv(ch, r->buf, r->rbuf, *op);
     if (!s) return mpi::raise(r->comm, s);
   }
+  for (auto& [r, op] : q->started) {
+    if (op || !r->send) continue;
+    pairs = true;
+    if (Status s = e->pairs().finish_send(ch.lane(), r->pair); !s) return mpi::raise(r->comm, s);
+  }
+  if (pairs)
+    if (Status s = ch.mark().status(); !s) return mpi::raise(MPI_COMM_WORLD, s);
+  for (auto& [r, op] : q->started)
+    if (!op) r->active->fetch_sub(1);
   q->started.clear();
   return MPI_SUCCESS;
 }
@@ -365,9 +440,13 @@ int MPIS_Request_free(MPIS_Request* request) {
   if (!e) return rc;
   if (!request || !known(*e, *request))
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST, "MPIS_Request_free: not a live request");
-  if ((*request)->active->load() > 0)
-    return mpi::raise((*request)->comm, MPI_ERR_REQUEST,
+  MPIS_Request r = *request;
+  if (r->active->load() > 0 || !Pairs::idle(r->pair))
+    return mpi::raise(r->comm, MPI_ERR_REQUEST,
                       "MPIS_Request_free: a round of the request is in flight");
+  if (r->pair.answer_req != MPI_REQUEST_NULL)
+    if (Status s = e->pairs().settle(&r->pair); !s) return mpi::raise(r->comm, s);
+  e->pairs().retire(std::move(r->pair));
   e->take(Engine::Kind::kRequest, reinterpret_cast<uintptr_t>(*request));
   *request = MPIS_REQUEST_NULL;
   return MPI_SUCCESS;

@@ -720,4 +720,11 @@ int loom_stream_host_actions(long long* count) {
   return MPI_SUCCESS;
 }
 
+int loom_stream_pair_rounds(long long* count) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
+  *count = rt->streams->pair_rounds.load();
+  return MPI_SUCCESS;
+}
+
 }  // extern "C"

@@ -1,23 +1,9 @@
 #include "transport/ready_flags.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <string>
+#include "transport/shared_page.hpp"
 
 namespace loom::transport {
 namespace {
-
-std::string page_name(uint64_t nonce, int rank) {
-  char name[64];
-  std::snprintf(name, sizeof(name), "/loom.%016llx.%d.ready",
-                static_cast<unsigned long long>(nonce), rank);
-  return name;
-}
 
 uint32_t load(const uint32_t* w) {
   return reinterpret_cast<const std::atomic<uint32_t>*>(w)->load(std::memory_order_acquire);
@@ -26,22 +12,12 @@ uint32_t load(const uint32_t* w) {
 }  // namespace
 
 Result<std::unique_ptr<ReadyFlags>> ReadyFlags::create(uint64_t nonce, int world_rank) {
-  const std::string name = page_name(nonce, world_rank);
-  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return Status(Err::kNoMemory, std::string("ready flags: ") + std::strerror(errno));
-  void* p = MAP_FAILED;
-  if (ftruncate(fd, static_cast<off_t>(page_bytes())) == 0)
-    p = mmap(nullptr, page_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name.c_str());
-    return Status(Err::kNoMemory, std::string("ready flags: ") + std::strerror(err));
-  }
+  auto p = shared_page_create(shared_page_name(nonce, world_rank, "ready"), page_bytes());
+  if (!p) return p.status();
   std::unique_ptr<ReadyFlags> f(new ReadyFlags());
   f->nonce_ = nonce;
   f->rank_ = world_rank;
-  f->words_ = static_cast<uint32_t*>(p);  // zero-filled: seq 0 is never used
+  f->words_ = static_cast<uint32_t*>(p.value());  // zero-filled: seq 0 is never used
   f->linked_ = true;
   return f;
 }
@@ -65,14 +41,9 @@ Result<bool> ReadyFlags::peer_ready(int peer, uint64_t seq) {
     if (it != peers_.end()) {
       page = it->second;
     } else {
-      const std::string name = page_name(nonce_, peer);
-      const int fd = shm_open(name.c_str(), O_RDONLY, 0);
-      if (fd < 0)
-        return Status(Err::kInvalidArg, std::string("peer's ready flags: ") + std::strerror(errno));
-      void* p = mmap(nullptr, page_bytes(), PROT_READ, MAP_SHARED, fd, 0);
-      close(fd);
-      if (p == MAP_FAILED) return Status(Err::kNoMemory, "mapping a peer's ready flags");
-      page = static_cast<const uint32_t*>(p);
+      auto p = shared_page_map(shared_page_name(nonce_, peer, "ready"), page_bytes(), false);
+      if (!p) return p.status();
+      page = static_cast<const uint32_t*>(p.value());
       peers_.emplace(peer, page);
     }
   }
@@ -82,7 +53,7 @@ Result<bool> ReadyFlags::peer_ready(int peer, uint64_t seq) {
 void ReadyFlags::unlink() {
   if (!linked_) return;
   linked_ = false;
-  shm_unlink(page_name(nonce_, rank_).c_str());
+  shared_page_unlink(shared_page_name(nonce_, rank_, "ready"));
 }
 
 }  // namespace loom::transport

@@ -190,8 +190,11 @@ TEST_F(StreamGpu, PersistentRounds) {
   if (peer >= world_size()) return;
   MPIS_Queue q;
   ASSERT_EQ(MPIS_Queue_init(&q, GPU_MEM_OPS, &s_), MPI_SUCCESS);
+  long long pairs_before = 0, pairs_after = 0, ntypes = 0;
+  ASSERT_EQ(loom_stream_pair_rounds(&pairs_before), MPI_SUCCESS);
   for (auto& [name, t] : gpu_types()) {
     SCOPED_TRACE(name);
+    ++ntypes;
     const int count = 1, rounds = 30;
     Buffer hsrc(t, count, 1), hdst(t, count, 0);
     const Buffer initial = hdst;
@@ -224,6 +227,15 @@ TEST_F(StreamGpu, PersistentRounds) {
     MPI_Type_free(&t);
   }
   ASSERT_EQ(MPIS_Queue_free(&q), MPI_SUCCESS);
+  // LOOM_TEST_EXPECT_PAIRS=1 (the device method on): every round of every
+  // type took Loom's on-node pair path (IPC segments, and the 256 KiB
+  // contiguous type read in place); else none did.
+  ASSERT_EQ(loom_stream_pair_rounds(&pairs_after), MPI_SUCCESS);
+  const char* expect = std::getenv("LOOM_TEST_EXPECT_PAIRS");
+  if (expect && std::string(expect) == "1")
+    EXPECT_EQ(pairs_after - pairs_before, 2 * 30 * ntypes);
+  else
+    EXPECT_EQ(pairs_after, pairs_before);
 }
 
 // Host buffers on a CUDA stream: the MPI reads and writes them when the

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -564,10 +565,24 @@ class Queue : public Stream {
 // Many rounds of a matched pair of every type, each round's data written by
 // the stream just before the start and checked by the stream right after
 // the wait; Matchall in crossing order on the two sides.
+// Where the job runs Loom's on-node pair path (LOOM_TEST_EXPECT_PAIRS=1:
+// the device method on, LOOM_MPIS_PAIR on), device rounds take it and no
+// others; else none does.
+long long pair_rounds() {
+  long long n = -1;
+  EXPECT_EQ(loom_stream_pair_rounds(&n), MPI_SUCCESS);
+  return n;
+}
+bool expect_pairs() {
+  const char* v = std::getenv("LOOM_TEST_EXPECT_PAIRS");
+  return v && std::string(v) == "1";
+}
+
 TEST_F(Queue, ManyRoundsEveryType) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
   const int rounds = 20;
+  const long long pairs_before = pair_rounds();
   for (auto& [name, t] : test_types()) {
     SCOPED_TRACE(name);
     const int count = 2;
@@ -606,6 +621,89 @@ TEST_F(Queue, ManyRoundsEveryType) {
     EXPECT_EQ(reqs[0], MPIS_REQUEST_NULL);
     MPI_Type_free(&t);
   }
+  if (expect_pairs())
+    EXPECT_GT(pair_rounds(), pairs_before) << "no round took the on-node pair path";
+  else
+    EXPECT_EQ(pair_rounds(), pairs_before) << "rounds took the pair path where it is off";
+}
+
+// Both ranks send first and receive after, each start closed by its own
+// waitall: a packed send completes at its start (as an eager send does), so
+// neither stream waits for the other's receive. A send's buffer is written
+// again right after its waitall, and each round's pack must have read the
+// round's own values. Requests matched one at a time, sends first on both
+// sides, and freed right after the host's wait (the peer may still read).
+TEST_F(Queue, SendsFirstOnBothSides) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  const int n = 512, rounds = 12;
+  std::vector<double> out(n), in(n, -1.0);
+  MPIS_Request s, r;
+  ASSERT_EQ(MPIS_Send_init(out.data(), n, MPI_DOUBLE, peer, 40, comm_, MPI_INFO_NULL, &s),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Recv_init(in.data(), n, MPI_DOUBLE, peer, 40, comm_, MPI_INFO_NULL, &r),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Match(&s, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Match(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  auto bad = std::make_shared<std::atomic<int>>(0);
+  for (int k = 0; k < rounds; ++k) {
+    on_stream(s_, [&out, me, k] {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = me * 1e6 + k * 1e3 + static_cast<double>(i);
+    });
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &s), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+    on_stream(s_, [&out] { std::fill(out.begin(), out.end(), -7.0); });  // sent: reusable
+    ASSERT_EQ(MPIS_Enqueue_start(q_, &r), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+    on_stream(s_, [&in, peer, k, bad] {
+      for (size_t i = 0; i < in.size(); ++i)
+        if (in[i] != peer * 1e6 + k * 1e3 + static_cast<double>(i)) {
+          bad->fetch_add(1);
+          break;
+        }
+    });
+  }
+  ASSERT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+  EXPECT_EQ(bad->load(), 0) << "rounds whose data was wrong when the stream read it";
+  ASSERT_EQ(MPIS_Request_free(&s), MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Request_free(&r), MPI_SUCCESS);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A rank's requests to itself, a derived type each way: matched in one
+// Matchall, each round's bytes read in the round they were written.
+TEST_F(Queue, ToItself) {
+  const int me = world_rank();
+  MPI_Datatype t;
+  MPI_Type_vector(64, 3, 5, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  Buffer src(t, 2, 1), dst(t, 2, 0);
+  const Buffer initial = dst;
+  MPIS_Request reqs[2];
+  ASSERT_EQ(MPIS_Recv_init(dst.origin(), 2, t, me, 50, comm_, MPI_INFO_NULL, &reqs[0]),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Send_init(src.origin(), 2, t, me, 50, comm_, MPI_INFO_NULL, &reqs[1]),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPIS_Matchall(2, reqs, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+  auto bad = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::vector<unsigned char>> want(8);
+  for (int k = 0; k < 8; ++k) {
+    Buffer s2(t, 2, 1);
+    fill(s2, 500u + k);
+    want[k] = expected(t, 2, s2, t, 2, initial);
+  }
+  for (int k = 0; k < 8; ++k) {
+    on_stream(s_, [&src, k] { fill(src, 500u + k); });
+    ASSERT_EQ(MPIS_Enqueue_startall(q_, 2, reqs), MPI_SUCCESS);
+    ASSERT_EQ(MPIS_Enqueue_waitall(q_), MPI_SUCCESS);
+    on_stream(s_, [&dst, &want, k, bad] {
+      if (dst.bytes != want[k]) bad->fetch_add(1);
+    });
+  }
+  ASSERT_EQ(MPIS_Queue_wait(q_), MPI_SUCCESS);
+  EXPECT_EQ(bad->load(), 0);
+  ASSERT_EQ(MPIS_Request_freeall(2, reqs), MPI_SUCCESS);
+  MPI_Type_free(&t);
 }
 
 // Wildcards are resolved once, at MPIS_Match: a ring on every rank.
