@@ -272,6 +272,11 @@ Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,
   return gpu::signal_many(words, values, static_cast<int>(n), stream);
 }
 
+Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_t n,
+                     cudaStream_t stream) {
+  return gpu::wait_many(words, values, static_cast<int>(n), stream);
+}
+
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack) {
   if (l.total() == 0) return "none (empty)";
   return gpu::describe(gpu::plan(l.prepared(), user, packed, pack));

@@ -106,6 +106,12 @@ Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream);
 Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,
                        cudaStream_t stream);
 
+// After the work before it on `stream`: the stream goes on once every
+// words[i] (device pointers) has reached values[i] (mod 2^32), in one
+// launch per 64; the work after it sees what the words' writers announced.
+Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_t n,
+                     cudaStream_t stream);
+
 // Which kernel, word width and grid a call with these pointers would use.
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack);
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "pack/gpu_engine.hpp"
 #include "pack/pools.hpp"
@@ -129,6 +130,43 @@ class CudaLane final : public Lane {
     if (!gl) return gl.status();
     return pack::gpu_unpack(*gl.value(), device_address(packed), user, s_);
   }
+  Status run_many(const LaneJob* jobs, size_t n) override {
+    std::vector<std::shared_ptr<pack::GpuLayout>> keep;
+    std::vector<pack::GpuJob> gj;
+    keep.reserve(n);
+    gj.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (jobs[i].m->bytes == 0) continue;
+      auto gl = shared().layout(*jobs[i].m);
+      if (!gl) return gl.status();
+      keep.push_back(gl.value());
+      pack::GpuJob j;
+      j.layout = keep.back().get();
+      j.pack = jobs[i].pack;
+      j.user = jobs[i].pack ? jobs[i].src : jobs[i].dst;
+      j.packed = device_address(jobs[i].pack ? jobs[i].dst : jobs[i].src);
+      gj.push_back(j);
+    }
+    return gj.empty() ? Status::ok() : pack::gpu_run_many(gj.data(), gj.size(), s_);
+  }
+  // One word: a stream memory operation; more: one kernel for all (a memory
+  // operation each would cost the stream as much as a launch each).
+  Status write_many(uint32_t* const* words, const uint32_t* values, size_t n) override {
+    if (n <= 1 || !shared().write32) return Lane::write_many(words, values, n);
+    std::vector<uint32_t*> dev(n);
+    for (size_t i = 0; i < n; ++i) LOOM_TRY(word_address(words[i], &dev[i]));
+    return pack::gpu_signal_many(dev.data(), values, n, s_);
+  }
+  Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n) override {
+    if (n <= 1 || !shared().wait32) return Lane::wait_many(words, values, n);
+    std::vector<const uint32_t*> dev(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t* d = nullptr;
+      LOOM_TRY(word_address(words[i], &d));
+      dev[i] = d;
+    }
+    return pack::gpu_wait_many(dev.data(), values, n, s_);
+  }
   Status copy_in(void* block, const void* user, size_t bytes) override {
     return cuda_status(cudaMemcpyAsync(block, user, bytes, cudaMemcpyDefault, s_), "copy");
   }
@@ -158,6 +196,12 @@ class CudaLane final : public Lane {
   }
 
  private:
+  static Status word_address(uint32_t* word, uint32_t** dev) {
+    void* d = nullptr;
+    LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&d, word, 0), "flag address"));
+    *dev = static_cast<uint32_t*>(d);
+    return Status::ok();
+  }
   void* device_address(const void* host) const {
     void* dev = nullptr;
     if (cudaHostGetDevicePointer(&dev, const_cast<void*>(host), 0) != cudaSuccess) {

@@ -49,6 +49,23 @@ void HostStream::run() {
   }
 }
 
+Status Lane::run_many(const LaneJob* jobs, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    LOOM_TRY(jobs[i].pack ? pack(*jobs[i].m, jobs[i].src, jobs[i].dst)
+                          : unpack(*jobs[i].m, jobs[i].src, jobs[i].dst));
+  return Status::ok();
+}
+
+Status Lane::write_many(uint32_t* const* words, const uint32_t* values, size_t n) {
+  for (size_t i = 0; i < n; ++i) LOOM_TRY(write(words[i], values[i]));
+  return Status::ok();
+}
+
+Status Lane::wait_many(uint32_t* const* words, const uint32_t* values, size_t n) {
+  for (size_t i = 0; i < n; ++i) LOOM_TRY(wait(words[i], values[i]));
+  return Status::ok();
+}
+
 namespace {
 
 // Spins politely: the emulated stream may share two cores with several ranks.

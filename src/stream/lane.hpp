@@ -40,6 +40,14 @@ inline bool reached(uint32_t word, uint32_t value) {
   return static_cast<int32_t>(word - value) >= 0;
 }
 
+// One pack (user -> packed) or unpack (packed -> user) of a batch.
+struct LaneJob {
+  const transport::Message* m = nullptr;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  bool pack = true;
+};
+
 class Lane {
  public:
   virtual ~Lane() = default;
@@ -59,6 +67,13 @@ class Lane {
   // Copies between the user's memory and a block (host address), ordered.
   virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
   virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;
+  // Batches, in order on the stream: a CUDA lane makes each one or a few
+  // launches (a launch costs microseconds of the stream's time, and a halo
+  // of 26 neighbours has 26 of each). Words: host addresses of words the
+  // GPU reaches (a block's, or a registered page's).
+  virtual Status run_many(const LaneJob* jobs, size_t n);
+  virtual Status write_many(uint32_t* const* words, const uint32_t* values, size_t n);
+  virtual Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n);
   virtual Status launch_host(void (*fn)(void*), void* arg) = 0;
   virtual Status synchronize() = 0;
   // Mapped memory for words and staging (not zeroed).

@@ -121,7 +121,9 @@ int make_request(bool send, const void* sbuf, void* rbuf, MPI_Count count, MPI_D
   return MPI_SUCCESS;
 }
 
-int start(Engine& e, Queue& q, MPIS_Request r) {
+// `pair_sends`: where a send of the on-node pair path goes, to be enqueued
+// with the others of its MPIS_Enqueue_startall (Pairs::start_sends).
+int start(Engine& e, Queue& q, MPIS_Request r, std::vector<Pairs::Work>* pair_sends) {
   auto keep = std::static_pointer_cast<MPIS_Request_struct>(
       r ? e.get(Engine::Kind::kRequest, reinterpret_cast<uintptr_t>(r)) : nullptr);
   if (!keep) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST, "not a live MPIS request");
@@ -142,11 +144,10 @@ int start(Engine& e, Queue& q, MPIS_Request r) {
       return mpi::raise(r->comm, MPI_ERR_OTHER,
                         "this MPIS request was matched for Loom's on-node path, which runs on "
                         "CUDA streams only (LOOM_MPIS_PAIR=0 keeps it off)");
-    Status s =
-        r->send ? e.pairs().start_send(ch.lane(), r->pair, r->pair_buf, r->sbuf) : Status::ok();
-    if (!r->send) ++r->pair.rounds;
-    if (s) s = ch.mark().status();  // MPIS_Queue_free sees the stream busy till it gets here
-    if (!s) return mpi::raise(r->comm, s);
+    if (r->send)
+      pair_sends->push_back(Pairs::Work{&r->pair, &r->pair_buf, const_cast<void*>(r->sbuf)});
+    else
+      ++r->pair.rounds;
     r->active->fetch_add(1);
     e.pair_rounds.fetch_add(1, std::memory_order_relaxed);
     q.started.emplace_back(std::move(keep), nullptr);
@@ -391,9 +392,14 @@ int MPIS_Enqueue_startall(MPIS_Queue queue, int count, MPIS_Request requests[]) 
       if (Status s = e->pairs().settle(&requests[i]->pair); !s)
         return mpi::raise(requests[i]->comm, s);
   std::lock_guard<std::mutex> lk(q->ch->mu());
-  for (int i = 0; i < count; ++i)
-    if ((rc = start(*e, *q, requests[i])) != MPI_SUCCESS) return rc;
-  return MPI_SUCCESS;
+  std::vector<Pairs::Work> pair_sends;
+  for (int i = 0; i < count && rc == MPI_SUCCESS; ++i) rc = start(*e, *q, requests[i], &pair_sends);
+  // What was started goes on the stream, whatever came after it.
+  Status s = e->pairs().start_sends(q->ch->lane(), pair_sends);
+  // MPIS_Queue_free sees the stream busy until it gets here.
+  if (s) s = q->ch->mark().status();
+  if (!s && rc == MPI_SUCCESS) rc = mpi::raise(MPI_COMM_WORLD, s);
+  return rc;
 }
 
 int MPIS_Enqueue_waitall(MPIS_Queue queue) {
@@ -408,25 +414,20 @@ int MPIS_Enqueue_waitall(MPIS_Queue queue) {
   std::lock_guard<std::mutex> lk(ch.mu());
   // Pairs' receives first: a peer's stream may wait for them before it
   // writes what this stream's other waits need.
-  bool pairs = false;
-  for (auto& [r, op] : q->started) {
-    if (op || r->send) continue;
-    pairs = true;
-    if (Status s = e->pairs().finish_recv(ch.lane(), r->pair, r->pair_buf, r->rbuf); !s)
-      return mpi::raise(r->comm, s);
-  }
+  std::vector<Pairs::Work> recvs, sends;
+  for (auto& [r, op] : q->started)
+    if (!op) (r->send ? sends : recvs).push_back(Pairs::Work{&r->pair, &r->pair_buf, r->rbuf});
+  if (Status s = e->pairs().finish_recvs(ch.lane(), recvs); !s)
+    return mpi::raise(MPI_COMM_WORLD, s);
   for (auto& [r, op] : q->started) {
     if (!op) continue;
     Status s = ch.wait(op->slot);
     if (s && !r->send) s = unstage_recv(ch, r->buf, r->rbuf, *op);
     if (!s) return mpi::raise(r->comm, s);
   }
-  for (auto& [r, op] : q->started) {
-    if (op || !r->send) continue;
-    pairs = true;
-    if (Status s = e->pairs().finish_send(ch.lane(), r->pair); !s) return mpi::raise(r->comm, s);
-  }
-  if (pairs)
+  if (Status s = e->pairs().finish_sends(ch.lane(), sends); !s)
+    return mpi::raise(MPI_COMM_WORLD, s);
+  if (!recvs.empty() || !sends.empty())
     if (Status s = ch.mark().status(); !s) return mpi::raise(MPI_COMM_WORLD, s);
   for (auto& [r, op] : q->started)
     if (!op) r->active->fetch_sub(1);

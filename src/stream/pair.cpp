@@ -165,26 +165,68 @@ Status Pairs::settle(PairEnd* end) {
   return Status::ok();
 }
 
-Status Pairs::start_send(Lane& lane, PairEnd& end, const Buffer& b, const void* buf) {
-  const uint32_t k = ++end.rounds;
-  if (end.kind == PairOffer::kSegment) {
-    // The segment is free once the receiver has read the previous round.
-    if (k > 1) LOOM_TRY(lane.wait(const_cast<uint32_t*>(end.theirs), end.theirs_base + k - 1));
-    LOOM_TRY(lane.pack(b.msg, buf, end.seg.ptr));
+namespace {
+
+// Words a batch writes or waits on, and their values.
+struct Words {
+  std::vector<uint32_t*> word;
+  std::vector<uint32_t> value;
+  void add(const uint32_t* w, uint32_t v) {
+    word.push_back(const_cast<uint32_t*>(w));
+    value.push_back(v);
   }
-  return lane.write(end.mine, end.mine_base + k);
+  // A wait the host sees satisfied now needs no place on the stream.
+  void add_wait(const uint32_t* w, uint32_t v) {
+    if (!landed(w, v)) add(w, v);
+  }
+  Status wait_on(Lane& lane) const {
+    return lane.wait_many(word.data(), value.data(), word.size());
+  }
+  Status write_on(Lane& lane) const {
+    return lane.write_many(word.data(), value.data(), word.size());
+  }
+};
+
+}  // namespace
+
+Status Pairs::start_sends(Lane& lane, const std::vector<Work>& w) {
+  Words waits, writes;
+  std::vector<LaneJob> jobs;
+  for (const Work& x : w) {
+    PairEnd& e = *x.end;
+    const uint32_t k = ++e.rounds;
+    if (e.kind == PairOffer::kSegment) {
+      // The segment is free once the receiver has read the previous round.
+      if (k > 1) waits.add_wait(e.theirs, e.theirs_base + k - 1);
+      jobs.push_back(LaneJob{&x.b->msg, x.user, e.seg.ptr, true});
+    }
+    writes.add(e.mine, e.mine_base + k);
+  }
+  LOOM_TRY(waits.wait_on(lane));
+  LOOM_TRY(lane.run_many(jobs.data(), jobs.size()));
+  return writes.write_on(lane);
 }
 
-Status Pairs::finish_recv(Lane& lane, PairEnd& end, const Buffer& b, void* buf) {
-  const uint32_t k = end.rounds;
-  LOOM_TRY(lane.wait(const_cast<uint32_t*>(end.theirs), end.theirs_base + k));
-  LOOM_TRY(lane.unpack(b.msg, end.src, buf));
-  return lane.write(end.mine, end.mine_base + k);
+Status Pairs::finish_recvs(Lane& lane, const std::vector<Work>& w) {
+  Words waits, writes;
+  std::vector<LaneJob> jobs;
+  for (const Work& x : w) {
+    PairEnd& e = *x.end;
+    waits.add_wait(e.theirs, e.theirs_base + e.rounds);
+    jobs.push_back(LaneJob{&x.b->msg, e.src, x.user, false});
+    writes.add(e.mine, e.mine_base + e.rounds);
+  }
+  LOOM_TRY(waits.wait_on(lane));
+  LOOM_TRY(lane.run_many(jobs.data(), jobs.size()));
+  return writes.write_on(lane);
 }
 
-Status Pairs::finish_send(Lane& lane, PairEnd& end) {
-  if (end.kind != PairOffer::kInPlace) return Status::ok();
-  return lane.wait(const_cast<uint32_t*>(end.theirs), end.theirs_base + end.rounds);
+Status Pairs::finish_sends(Lane& lane, const std::vector<Work>& w) {
+  Words waits;
+  for (const Work& x : w)
+    if (x.end->kind == PairOffer::kInPlace)
+      waits.add_wait(x.end->theirs, x.end->theirs_base + x.end->rounds);
+  return waits.wait_on(lane);
 }
 
 bool Pairs::idle(const PairEnd& end) {

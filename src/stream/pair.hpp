@@ -87,11 +87,19 @@ class Pairs {
   // reached after it accepted: the pair cannot go back).
   Status settle(PairEnd* end);
 
-  // A round on `lane`: the sender's part at its start, the receiver's at the
-  // waitall, and a sender's wait for the read (kInPlace) at the waitall.
-  Status start_send(Lane& lane, PairEnd& end, const Buffer& b, const void* buf);
-  Status finish_recv(Lane& lane, PairEnd& end, const Buffer& b, void* buf);
-  Status finish_send(Lane& lane, PairEnd& end);
+  // Rounds on `lane`, each call for all ends of one MPIS_Enqueue_startall
+  // or MPIS_Enqueue_waitall at once (a few launches, not a few each): the
+  // senders' parts at the start (a new round each), the receivers' at the
+  // waitall, and the senders' waits for the read (kInPlace) at the waitall.
+  // Waits the host already sees satisfied are left out.
+  struct Work {
+    PairEnd* end;
+    const Buffer* b;
+    void* user;
+  };
+  Status start_sends(Lane& lane, const std::vector<Work>& w);
+  Status finish_recvs(Lane& lane, const std::vector<Work>& w);
+  Status finish_sends(Lane& lane, const std::vector<Work>& w);
   // No round of this end is still running on its stream (or, for a send
   // read in place, on the peer's).
   static bool idle(const PairEnd& end);

@@ -160,6 +160,25 @@ __global__ void signal_kernel(const __grid_constant__ SignalArgs a) {
   *reinterpret_cast<volatile uint32_t*>(a.word[i]) = a.value[i];
 }
 
+struct WaitArgs {
+  const uint32_t* word[kSignalMax];
+  uint32_t value[kSignalMax];
+  int n = 0;
+};
+
+// Polls over PCIe or NVLink at most every ~100 ns a word: words usually sit
+// in host memory that other processes write.
+__global__ void wait_kernel(const __grid_constant__ WaitArgs a) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i >= a.n) return;
+  for (;;) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(a.word[i]) : "memory");
+    if (static_cast<int32_t>(v - a.value[i]) >= 0) break;
+    __nanosleep(100);
+  }
+}
+
 // The words kernel at the launch's word width, on `args` (WordArgs or XferArgs).
 template <class Args>
 Status launch_words(const Launch& l, const Args& args, cudaStream_t s) {
@@ -246,6 +265,7 @@ Status preload(cudaStream_t stream) {
   LOOM_TRY(launch_many(two, 2, stream));   // batch_kernel<8>
   LOOM_TRY(launch_many(nine, 9, stream));  // batch_kernel<kBatchMax>
   signal_kernel<<<1, kSignalMax, 0, stream>>>(SignalArgs{});
+  wait_kernel<<<1, kSignalMax, 0, stream>>>(WaitArgs{});
   LOOM_CUDA_TRY(cudaGetLastError());
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
   return Status::ok();
@@ -288,6 +308,20 @@ Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaSt
       a.value[i] = values[at + i];
     }
     signal_kernel<<<1, kSignalMax, 0, stream>>>(a);
+    LOOM_CUDA_TRY(cudaGetLastError());
+  }
+  return Status::ok();
+}
+
+Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
+  for (int at = 0; at < n; at += kSignalMax) {
+    WaitArgs a;
+    a.n = n - at < kSignalMax ? n - at : kSignalMax;
+    for (int i = 0; i < a.n; ++i) {
+      a.word[i] = words[at + i];
+      a.value[i] = values[at + i];
+    }
+    wait_kernel<<<1, kSignalMax, 0, stream>>>(a);
     LOOM_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();

@@ -31,5 +31,9 @@ Status launch_many(const Launch* ls, int n, cudaStream_t stream);
 // values[i] (device pointers: mapped host memory or device memory).
 inline constexpr int kSignalMax = 64;
 Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream);
+// One kernel per kSignalMax words: each thread polls its word (system scope,
+// acquire) until it has reached its value (mod 2^32); the work after it on
+// the stream sees what the words' writers wrote before them.
+Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream);
 
 }  // namespace loom::pack::gpu
