@@ -11,6 +11,7 @@
 
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
+#include "transport/message_wire.hpp"
 #include "type/wire.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
@@ -30,11 +31,10 @@ constexpr int kLayoutTag = 2;
 // sender's pipelined messages in any order; tags recur after kChunkTags.
 constexpr int kChunkTag0 = 3, kChunkTags = 30000;
 // The fixed part of a layout message; the encoded form (type/wire.hpp) follows.
+// A zero-copy layout's id ahead of its bytes (transport/message_wire.hpp).
 struct LayoutWire {
   uint32_t id = 0;
   uint32_t unused = 0;
-  int64_t count = 0, extent = 0, bytes = 0;
-  int64_t lo = 0, span = 0;  // the bytes lent: [user + lo, user + lo + span)
 };
 int chunk_tag(uint64_t seq) {
   return kChunkTag0 + static_cast<int>(seq % kChunkTags);
@@ -554,14 +554,9 @@ Status Rendezvous::lend_typed(const transport::Message& m, const void* user, int
     s.span = sp.size();
     LayoutWire w;
     w.id = next_layout_;
-    w.count = m.count;
-    w.extent = m.extent;
-    w.bytes = m.bytes;
-    w.lo = s.lo;
-    w.span = s.span;
     s.wire.resize(sizeof w);
     std::memcpy(s.wire.data(), &w, sizeof w);
-    if (!type::encode(m.form, &s.wire, kMaxLayoutBytes))
+    if (!transport::encode_message(m, &s.wire, kMaxLayoutBytes))
       return Status(Err::kUnsupported, "the layout is too long to send ahead");
     s.id = next_layout_++;
     s.sent_to.assign(node_of_.size(), false);
@@ -599,31 +594,18 @@ Result<const transport::Message*> Rendezvous::sender_layout(const Header& h, int
     PMPI_Get_count(&st, MPI_BYTE, &n);
     std::vector<unsigned char> buf(static_cast<size_t>(std::max(n, 0)));
     PMPI_Recv(buf.data(), n, MPI_BYTE, h.sender, kLayoutTag, ctrl_, MPI_STATUS_IGNORE);
-    auto pl = std::make_unique<PeerLayout>();
     LayoutWire w;
     if (buf.size() < sizeof w) return Status(Err::kInvalidArg, "a zero-copy layout too short");
     std::memcpy(&w, buf.data(), sizeof w);
-    size_t used = 0;
-    auto form = type::decode(buf.data() + sizeof w, buf.size() - sizeof w, &used);
-    pack::Layout one;
-    if (form && form.value()) {
-      auto l = pack::make_layout(form.value());
-      if (l && form.value()->size * w.count == w.bytes && w.span >= 0 && w.count > 0) {
-        pl->one = std::move(l.value());
-        pl->m.form = form.value();
-        pl->m.one = &pl->one;
-        pl->m.count = w.count;
-        pl->m.extent = w.extent;
-        pl->m.bytes = w.bytes;
-        pl->lo = w.lo;
-        pl->span = w.span;
-      }
-    }
-    if (!pl->m.form)
-      LOOM_LOG(kError, kTransport, "rank %d sent a zero-copy layout that is none", h.sender);
-    peer_layouts_[std::make_pair(h.sender, w.id)] = std::move(pl);
+    auto pm = transport::decode_message(buf.data() + sizeof w, buf.size() - sizeof w);
+    if (!pm)
+      LOOM_LOG(kError, kTransport, "rank %d sent a zero-copy layout that is none: %s", h.sender,
+               pm.status().message().c_str());
+    // Kept either way: a later header naming it fails below, not here.
+    peer_layouts_[std::make_pair(h.sender, w.id)] =
+        pm ? std::move(pm.value()) : std::make_unique<transport::PeerMessage>();
   }
-  const PeerLayout& pl = *peer_layouts_[key];
+  const transport::PeerMessage& pl = *peer_layouts_[key];
   if (!pl.m.form || static_cast<int64_t>(h.bytes) != pl.m.bytes ||
       h.offset + static_cast<uint64_t>(pl.span) > h.handle.size)
     return Status(Err::kInvalidArg, "a zero-copy message does not fit its layout");

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "transport/channel.hpp"
+#include "transport/message_wire.hpp"
 #include "transport/mover.hpp"
 #include "transport/peer_memory.hpp"
 #include "transport/ready_flags.hpp"
@@ -292,14 +293,10 @@ class Rendezvous {
   // in the sender's buffer. Receives the layout from h's sender if it is
   // new. *lo: where the lent bytes start from the sender's user pointer.
   Result<const transport::Message*> sender_layout(const Header& h, int64_t* lo);
-  struct PeerLayout {
-    pack::Layout one;
-    transport::Message m;  // m.form null: the bytes were no layout
-    int64_t lo = 0, span = 0;
-  };
   std::mutex layout_mu_;
   std::map<std::tuple<const type::Node*, int64_t, int64_t>, SentLayout> sent_layouts_;
-  std::map<std::pair<int, uint32_t>, std::unique_ptr<PeerLayout>> peer_layouts_;
+  // m.form null: the bytes were no layout.
+  std::map<std::pair<int, uint32_t>, std::unique_ptr<transport::PeerMessage>> peer_layouts_;
   uint32_t next_layout_ = 1;
   std::atomic<uint64_t> lent_typed_{0};
   // Zero-copy buffers of peers opened and not yet acked, by (sender, seq).

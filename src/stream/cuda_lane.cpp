@@ -133,7 +133,7 @@ class CudaLane final : public Lane {
   Status run_many(const LaneJob* jobs, size_t n) override {
     std::vector<std::shared_ptr<pack::GpuLayout>> keep;
     std::vector<pack::GpuJob> gj;
-    keep.reserve(n);
+    keep.reserve(2 * n);
     gj.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       if (jobs[i].m->bytes == 0) continue;
@@ -141,6 +141,17 @@ class CudaLane final : public Lane {
       if (!gl) return gl.status();
       keep.push_back(gl.value());
       pack::GpuJob j;
+      if (jobs[i].from) {  // the sender's layout at src -> ours at dst
+        auto from = shared().layout(*jobs[i].from);
+        if (!from) return from.status();
+        keep.push_back(from.value());
+        j.layout = from.value().get();
+        j.user = jobs[i].src;
+        j.into = gl.value().get();
+        j.packed = jobs[i].dst;
+        gj.push_back(j);
+        continue;
+      }
       j.layout = keep.back().get();
       j.pack = jobs[i].pack;
       j.user = jobs[i].pack ? jobs[i].src : jobs[i].dst;
@@ -239,6 +250,13 @@ Status cuda_synchronize(void* cuda_stream) {
 Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg) {
   return cuda_status(cudaLaunchHostFunc(static_cast<cudaStream_t>(cuda_stream), fn, arg),
                      "host function");
+}
+
+bool cuda_transfer_possible(const transport::Message& from, const void* src,
+                            const transport::Message& to, const void* dst) {
+  auto a = shared().layout(from);
+  auto b = shared().layout(to);
+  return a && b && pack::gpu_transfer_possible(*a.value(), src, *b.value(), dst);
 }
 
 Status cuda_attach_host_words(void* page, size_t bytes) {

@@ -51,6 +51,8 @@ void HostStream::run() {
 
 Status Lane::run_many(const LaneJob* jobs, size_t n) {
   for (size_t i = 0; i < n; ++i)
+    if (jobs[i].from) return Status(Err::kUnsupported, "transfers run on CUDA streams only");
+  for (size_t i = 0; i < n; ++i)
     LOOM_TRY(jobs[i].pack ? pack(*jobs[i].m, jobs[i].src, jobs[i].dst)
                           : unpack(*jobs[i].m, jobs[i].src, jobs[i].dst));
   return Status::ok();
@@ -151,6 +153,10 @@ Status cuda_synchronize(void*) {
 }
 Status cuda_launch_host(void*, void (*)(void*), void*) {
   return Status(Err::kUnsupported, "this Loom was built without CUDA");
+}
+bool cuda_transfer_possible(const transport::Message&, const void*, const transport::Message&,
+                            const void*) {
+  return false;
 }
 Status cuda_attach_host_words(void*, size_t) {
   return Status(Err::kUnsupported, "this Loom was built without CUDA");

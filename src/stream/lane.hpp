@@ -40,12 +40,15 @@ inline bool reached(uint32_t word, uint32_t value) {
   return static_cast<int32_t>(word - value) >= 0;
 }
 
-// One pack (user -> packed) or unpack (packed -> user) of a batch.
+// One pack (user -> packed) or unpack (packed -> user) of a batch; with
+// `from`, a transfer: src is a buffer in layout `from`, dst one in layout m
+// (CUDA lanes only, where cuda_transfer_possible says so).
 struct LaneJob {
   const transport::Message* m = nullptr;
   const void* src = nullptr;
   void* dst = nullptr;
   bool pack = true;
+  const transport::Message* from = nullptr;
 };
 
 class Lane {
@@ -109,6 +112,9 @@ Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream);
 // Waits for a CUDA stream / runs a host function on it (the public helpers).
 Status cuda_synchronize(void* cuda_stream);
 Status cuda_launch_host(void* cuda_stream, void (*fn)(void*), void* arg);
+// A CUDA lane's run_many can move `from` at src into `to` at dst in one kernel.
+bool cuda_transfer_possible(const transport::Message& from, const void* src,
+                            const transport::Message& to, const void* dst);
 // Makes host memory shared with other processes (a page of pair words)
 // reachable by CUDA streams' memory operations: registers it mapped.
 Status cuda_attach_host_words(void* page, size_t bytes);

@@ -285,6 +285,7 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
   std::vector<MPI_Request> reqs;
   std::vector<int> which;
   Pairs& pairs = e->pairs();
+  std::vector<MPI_Request> layouts;  // layouts sent ahead of offers
   for (int i = 0; i < count; ++i) {
     MPIS_Request r = requests[i];
     if (r->matched) continue;
@@ -299,11 +300,19 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
         return rc;
       hdr[i].offer = pairs.offer(r->pair_buf, r->sbuf, r->world_peer, &r->pair);
       // The receiver answers an offer within its MPIS_Match; the sender
-      // waits for the answer at its first start.
-      if (hdr[i].offer.kind != PairOffer::kNone &&
-          (rc = LOOM_NEXT(MPI_Irecv)(&r->pair.answer, sizeof(PairAnswer), MPI_BYTE, r->world_peer,
-                                     r->channel, e->answers(), &r->pair.answer_req)) != MPI_SUCCESS)
-        return mpi::raise(r->comm, rc, "MPIS_Match: the MPI refused");
+      // waits for the answer at its first start. A layout goes first, on
+      // the pair's own channel (answers from this rank's receivers use the
+      // other communicator: their tags are other senders' channels).
+      if (hdr[i].offer.kind != PairOffer::kNone) {
+        rc = LOOM_NEXT(MPI_Irecv)(&r->pair.answer, sizeof(PairAnswer), MPI_BYTE, r->world_peer,
+                                  r->channel, e->answers(), &r->pair.answer_req);
+        MPI_Request w = MPI_REQUEST_NULL;
+        if (rc == MPI_SUCCESS && !r->pair.wire.empty())
+          rc = LOOM_NEXT(MPI_Isend)(r->pair.wire.data(), static_cast<int>(r->pair.wire.size()),
+                                    MPI_BYTE, r->world_peer, r->channel, e->world(), &w);
+        if (rc != MPI_SUCCESS) return mpi::raise(r->comm, rc, "MPIS_Match: the MPI refused");
+        if (w != MPI_REQUEST_NULL) layouts.push_back(w);
+      }
       rc = LOOM_NEXT(MPI_Isend)(&hdr[i], sizeof(Header), MPI_BYTE, r->peer, r->tag, r->comm, &q);
     } else {
       rc = LOOM_NEXT(MPI_Irecv)(&hdr[i], sizeof(Header), MPI_BYTE, r->peer, r->tag, r->comm, &q);
@@ -340,9 +349,18 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
       r->channel = hdr[i].channel;
       MPI_Status_set_elements_x(&out, MPI_BYTE, hdr[i].bytes);
       if (hdr[i].offer.kind != PairOffer::kNone) {
+        std::unique_ptr<transport::PeerMessage> from;
+        if (hdr[i].offer.layout_bytes > 0) {  // sent ahead of the header: it is here
+          std::vector<unsigned char> wire(hdr[i].offer.layout_bytes);
+          const int wrc =
+              LOOM_NEXT(MPI_Recv)(wire.data(), static_cast<int>(wire.size()), MPI_BYTE,
+                                  r->world_peer, r->channel, e->world(), MPI_STATUS_IGNORE);
+          auto pm = transport::decode_message(wire.data(), wire.size());
+          if (wrc == MPI_SUCCESS && pm) from = std::move(pm.value());
+        }
         if (classify(r->rbuf, r->count, r->type, r->comm, &r->pair_buf) == MPI_SUCCESS)
-          answers[i] =
-              pairs.answer(hdr[i].offer, hdr[i].bytes, r->pair_buf, r->world_peer, &r->pair);
+          answers[i] = pairs.answer(hdr[i].offer, hdr[i].bytes, r->pair_buf, r->rbuf, r->world_peer,
+                                    std::move(from), &r->pair);
         MPI_Request a = MPI_REQUEST_NULL;
         if (LOOM_NEXT(MPI_Isend)(&answers[i], sizeof(PairAnswer), MPI_BYTE, r->world_peer,
                                  r->channel, e->answers(), &a) != MPI_SUCCESS) {
@@ -356,6 +374,7 @@ int MPIS_Matchall(int count, MPIS_Request requests[], MPI_Status statuses[]) {
     if (statuses != MPI_STATUSES_IGNORE) statuses[i] = out;
   }
   // The sender posted the answer's receive before its header went: these complete.
+  answered.insert(answered.end(), layouts.begin(), layouts.end());
   if (!answered.empty() &&
       LOOM_NEXT(MPI_Waitall)(static_cast<int>(answered.size()), answered.data(),
                              MPI_STATUSES_IGNORE) != MPI_SUCCESS)

@@ -23,6 +23,8 @@ int64_t in_place_min() {
   return std::atoll(v.c_str());
 }
 
+constexpr size_t kMaxLayoutBytes = 2048;  // a layout sent ahead: one eager message
+
 bool landed(const uint32_t* word, uint32_t value) {
   return reached(PairWords::load(word), value);
 }
@@ -67,17 +69,35 @@ PairOffer Pairs::offer(const Buffer& b, const void* buf, int peer, PairEnd* end)
   const int slot = words_->take();
   if (slot < 0) return o;
   const auto bytes = static_cast<size_t>(b.msg.bytes);
+  // Read in place: contiguous bytes, or a derived type whose span is dense
+  // enough to lend (as the device method's zero-copy typed messages), whose
+  // layout goes ahead of the header. Never in the host test mode, where a
+  // process cannot lend its heap.
   int64_t base = 0;
   const int64_t zmin = in_place_min();
-  if (!runtime()->rv->host_mode() && zmin >= 0 && b.msg.bytes >= zmin &&
-      transport::contiguous_at(b.msg, &base)) {
-    auto ex = mem->export_user(static_cast<const char*>(buf) + base, bytes);
+  Runtime* rt = runtime();
+  if (!rt->rv->host_mode() && zmin >= 0 && b.msg.bytes >= zmin) {
+    const bool contiguous = transport::contiguous_at(b.msg, &base);
+    std::vector<unsigned char> wire;
+    int64_t span = static_cast<int64_t>(bytes);
+    if (!contiguous) {
+      const transport::Span sp = transport::message_span(b.msg);
+      base = sp.lo;
+      span = sp.size();
+      if (!rt->lend_span_ok(b.msg) || !transport::encode_message(b.msg, &wire, kMaxLayoutBytes))
+        span = -1;
+    }
+    auto ex = span < 0 ? Result<transport::Exported>(Status(Err::kUnsupported, "not lent"))
+                       : mem->export_user(static_cast<const char*>(buf) + base,
+                                          static_cast<size_t>(span));
     if (ex && ex->base != 0) {
       o.kind = PairOffer::kInPlace;
       o.data = ex->handle;
       o.offset = ex->offset;
       o.lender_base = ex->base;
-      o.local = reinterpret_cast<uintptr_t>(buf) + static_cast<uint64_t>(base);
+      o.local = reinterpret_cast<uintptr_t>(buf) + (contiguous ? static_cast<uint64_t>(base) : 0);
+      o.layout_bytes = static_cast<uint32_t>(wire.size());
+      end->wire = std::move(wire);
     } else if (ex && ex->copy.ptr) {
       mem->release(ex->copy);
     }
@@ -102,13 +122,14 @@ PairOffer Pairs::offer(const Buffer& b, const void* buf, int peer, PairEnd* end)
   return o;
 }
 
-PairAnswer Pairs::answer(const PairOffer& o, int64_t sent, const Buffer& b, int peer,
-                         PairEnd* end) {
+PairAnswer Pairs::answer(const PairOffer& o, int64_t sent, const Buffer& b, void* buf, int peer,
+                         std::unique_ptr<transport::PeerMessage> from, PairEnd* end) {
   PairAnswer a;
   end->send = false;
   end->peer = peer;
   if (o.kind == PairOffer::kNone || o.slot < 0 || o.slot >= PairWords::kSlots ||
-      b.how != Buffer::How::kPacked || b.msg.bytes != sent || !reaches(peer))
+      b.how != Buffer::How::kPacked || b.msg.bytes != sent || !reaches(peer) ||
+      (o.layout_bytes > 0 && (!from || from->m.bytes != sent)))
     return a;
   transport::PeerMemory* mem = memory();
   auto theirs = words_->peer(peer, o.slot);
@@ -118,6 +139,9 @@ PairAnswer Pairs::answer(const PairOffer& o, int64_t sent, const Buffer& b, int 
   }
   const int slot = words_->take();
   if (slot < 0) return a;
+  // A layout's bytes are addressed from the sender's user pointer, `lo`
+  // before the span it lent.
+  const int64_t lo = from ? from->lo : 0;
   if (peer == runtime()->rv->world_rank()) {  // a send to itself: the bytes are here
     end->src = reinterpret_cast<const void*>(static_cast<uintptr_t>(o.local));
   } else if (o.kind == PairOffer::kSegment) {
@@ -126,15 +150,27 @@ PairAnswer Pairs::answer(const PairOffer& o, int64_t sent, const Buffer& b, int 
   } else {
     auto p = mem->open_user(o.data, peer, o.lender_base);
     if (p) {
-      end->src = static_cast<const char*>(p.value()) + o.offset;
+      end->src = static_cast<const char*>(p.value()) + o.offset - lo;
       end->lent = o.data;
       end->lent_mapped = true;
     }
   }
+  // One kernel must be able to read the sender's layout and write ours.
+  if (end->src && from && !cuda_transfer_possible(from->m, end->src, b.msg, buf)) {
+    LOOM_DEBUG(kTransport, "MPIS pair declined: no transfer kernel for these layouts");
+    end->src = nullptr;
+  }
   if (!end->src) {
+    if (end->lent_mapped) mem->done_user(end->lent);
+    end->lent_mapped = false;
     words_->give(slot);
     return a;
   }
+  end->from = std::move(from);
+  LOOM_DEBUG(kTransport, "MPIS pair from rank %d: %s", peer,
+             o.kind == PairOffer::kSegment ? "packed into a segment"
+             : end->from                   ? "read in place, in the sender's layout"
+                                           : "read in place");
   end->kind = o.kind;
   end->on = true;
   end->theirs = theirs.value();
@@ -213,7 +249,7 @@ Status Pairs::finish_recvs(Lane& lane, const std::vector<Work>& w) {
   for (const Work& x : w) {
     PairEnd& e = *x.end;
     waits.add_wait(e.theirs, e.theirs_base + e.rounds);
-    jobs.push_back(LaneJob{&x.b->msg, e.src, x.user, false});
+    jobs.push_back(LaneJob{&x.b->msg, e.src, x.user, false, e.from ? &e.from->m : nullptr});
     writes.add(e.mine, e.mine_base + e.rounds);
   }
   LOOM_TRY(waits.wait_on(lane));

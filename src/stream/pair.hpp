@@ -8,10 +8,11 @@
 // The words are slots of the two processes' pair pages (shared memory the
 // GPU reaches, transport/pair_words.hpp); the packed bytes are a segment of
 // the sender's (CUDA IPC, or shared memory in the host test mode), or, for
-// a contiguous send of at least LOOM_MPIS_ZCOPY_MIN bytes, the sender's own
-// buffer, read in place (its send's waitall then waits for the read, as a
-// rendezvous send does). A packed send completes at its start, as an eager
-// send does: the next round's pack waits for the last one to be read.
+// a send of at least LOOM_MPIS_ZCOPY_MIN bytes, the sender's own buffer,
+// read in place (its send's waitall then waits for the read, as a
+// rendezvous send does): contiguous bytes copied, a derived type read in
+// the sender's layout and written in the receiver's by one kernel. A packed send completes at its
+// start, as an eager send does: the next round's pack waits for the last one to be read.
 //
 // MPIS_Match carries the offer (in the sender's header) and the answer (a
 // message back on a communicator of Loom's own), so both ends agree. The
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "stream/enqueue.hpp"
+#include "transport/message_wire.hpp"
 #include "transport/pair_words.hpp"
 #include "transport/peer_memory.hpp"
 
@@ -36,10 +38,14 @@ struct PairOffer {
   int32_t kind = kNone;
   int32_t slot = -1;
   uint32_t base = 0;  // the slot's word when matched: rounds count from it
-  uint32_t reserved = 0;
+  // kInPlace of a derived type: the bytes of its layout (a message of their
+  // own, transport/message_wire.hpp, sent ahead of the header); 0: contiguous.
+  uint32_t layout_bytes = 0;
   uint64_t offset = 0;       // kInPlace: where the bytes start in the lent allocation
   uint64_t lender_base = 0;  // kInPlace: the allocation's address in the sender
-  uint64_t local = 0;        // the bytes' address in the sender (a send to itself reads there)
+  // In the sender: where the bytes start (contiguous), or the user pointer
+  // (a layout); a send to itself reads there.
+  uint64_t local = 0;
   transport::PeerHandle data;
 };
 
@@ -63,9 +69,11 @@ struct PairEnd {
   uint32_t theirs_base = 0;
   uint32_t rounds = 0;         // started
   transport::Segment seg;      // sender, kSegment
-  const void* src = nullptr;   // receiver: the packed bytes, mapped
+  const void* src = nullptr;   // receiver: the packed bytes (a layout: the sender's user pointer)
   transport::PeerHandle lent;  // receiver, kInPlace: the mapping to let go at the end
   bool lent_mapped = false;
+  std::vector<unsigned char> wire;               // sender, a layout: what goes ahead
+  std::shared_ptr<transport::PeerMessage> from;  // receiver, a layout: the sender's
   // Sender: the answer, pending until waited.
   MPI_Request answer_req = MPI_REQUEST_NULL;
   PairAnswer answer;
@@ -82,7 +90,9 @@ class Pairs {
   PairOffer offer(const Buffer& b, const void* buf, int peer, PairEnd* end);
   // Receiver: takes the offer of a send of `sent` bytes for a receive of b
   // (or declines it).
-  PairAnswer answer(const PairOffer& o, int64_t sent, const Buffer& b, int peer, PairEnd* end);
+  // `from`: the sender's layout, for a derived type read in place.
+  PairAnswer answer(const PairOffer& o, int64_t sent, const Buffer& b, void* buf, int peer,
+                    std::unique_ptr<transport::PeerMessage> from, PairEnd* end);
   // Sender: the answer is in (an error where the receiver's page cannot be
   // reached after it accepted: the pair cannot go back).
   Status settle(PairEnd* end);
