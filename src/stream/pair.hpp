@@ -2,17 +2,19 @@
 // send with a receive of another process of this node, every round moves on
 // the two streams alone, with no host thread and no MPI call:
 //
-//   sender's stream (start k):    [wait theirs >= k-1] [pack -> segment] write mine = k
-//   receiver's stream (waitall):  wait theirs >= k   unpack(peer's bytes) write mine = k
+//   sender's stream (start k):       write mine = k
+//   sender's stream (waitall):       wait theirs >= k          (read: the send is complete)
+//   receiver's stream (waitall):     wait theirs >= k, read the sender's buffer, write mine = k
 //
 // The words are slots of the two processes' pair pages (shared memory the
-// GPU reaches, transport/pair_words.hpp); the packed bytes are a segment of
-// the sender's (CUDA IPC, or shared memory in the host test mode), or, for
-// a send of at least LOOM_MPIS_ZCOPY_MIN bytes, the sender's own buffer,
-// read in place (its send's waitall then waits for the read, as a
-// rendezvous send does): contiguous bytes copied, a derived type read in
-// the sender's layout and written in the receiver's by one kernel. A packed send completes at its
-// start, as an eager send does: the next round's pack waits for the last one to be read.
+// GPU reaches, transport/pair_words.hpp). The receiver reads the sender's
+// own buffer through CUDA IPC: contiguous bytes by a copy, a derived type in
+// the sender's layout by one transfer kernel (its layout goes ahead of the
+// header). A send below LOOM_MPIS_ZCOPY_MIN bytes, memory that cannot be
+// lent, and every send in the host test mode (shared memory in place of
+// IPC) is packed first into a segment of the sender's, and completes at its
+// start, as an eager send does: the next round's pack waits for the last
+// to be read.
 //
 // MPIS_Match carries the offer (in the sender's header) and the answer (a
 // message back on a communicator of Loom's own), so both ends agree. The

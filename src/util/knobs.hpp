@@ -71,10 +71,11 @@ namespace loom {
     "matched MPIS pairs of one node move their rounds on the two streams alone (no progress "  \
     "thread, no MPI): the receiver's stream reads the sender's packed bytes or buffer "        \
     "through shared memory once the sender's stream flags them; 0: through the MPI")           \
-  X(mpis_zcopy_min, "LOOM_MPIS_ZCOPY_MIN", "4096",                                             \
+  X(mpis_zcopy_min, "LOOM_MPIS_ZCOPY_MIN", "0",                                                \
     "on-node MPIS pairs: smallest send read straight out of the sender's buffer (contiguous, " \
-    "or a derived type in its own layout; the send then completes once read, as a "            \
-    "rendezvous send does); smaller ones are packed into a segment first; off: never")         \
+    "or a derived type in its own layout); such a send completes once read (synchronous "      \
+    "mode). Smaller sends are packed into a segment first and complete at their start "        \
+    "(eager); off: all packed")                                                                \
   X(test_stream_direct, "LOOM_TEST_STREAM_DIRECT", "0",                                        \
     "test only: enqueued device messages go by Loom's own point-to-point from the stream "     \
     "thread; can deadlock on a GPU (docs/stream.md)")                                          \
