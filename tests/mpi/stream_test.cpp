@@ -628,15 +628,17 @@ TEST_F(Queue, ManyRoundsEveryType) {
 }
 
 // Both ranks send first and receive after, each start closed by its own
-// waitall: a packed send completes at its start (as an eager send does), so
-// neither stream waits for the other's receive. A send's buffer is written
-// again right after its waitall, and each round's pack must have read the
-// round's own values. Requests matched one at a time, sends first on both
-// sides, and freed right after the host's wait (the peer may still read).
+// waitall: a small send completes without its receiver (packed pairs at
+// their start; rounds through the MPI by its eager protocol), so neither
+// stream waits for the other's receive. Kept well under every MPI's eager
+// limit (Open MPI's shared memory: 4 KiB). A send's buffer is written again
+// right after its waitall, and each round's pack must have read the round's
+// own values. Requests matched one at a time, sends first on both sides,
+// and freed right after the host's wait (the peer may still read).
 TEST_F(Queue, SendsFirstOnBothSides) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
-  const int n = 512, rounds = 12;
+  const int n = 64, rounds = 12;
   std::vector<double> out(n), in(n, -1.0);
   MPIS_Request s, r;
   ASSERT_EQ(MPIS_Send_init(out.data(), n, MPI_DOUBLE, peer, 40, comm_, MPI_INFO_NULL, &s),
