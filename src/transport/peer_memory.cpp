@@ -1,14 +1,12 @@
 #include "transport/peer_memory.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "transport/shared_page.hpp"
 #include "util/log.hpp"
 
 namespace loom::transport {
@@ -169,32 +167,17 @@ class ShmPeerMemory final : public PeerMemory {
     char* name = reinterpret_cast<char*>(s.handle.bytes);
     std::snprintf(name, sizeof(s.handle.bytes), "/loom.%016llx.%d.%u",
                   static_cast<unsigned long long>(nonce_), rank_, next_.fetch_add(1));
-    const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return Status(Err::kNoMemory, std::string("shm_open: ") + std::strerror(errno));
-    void* p = MAP_FAILED;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
-      p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    const int err = errno;
-    close(fd);
-    if (p == MAP_FAILED) {
-      shm_unlink(name);
-      return Status(Err::kNoMemory, std::string("shared memory segment: ") + std::strerror(err));
-    }
-    s.ptr = p;
+    auto p = shared_page_create(name, bytes);
+    if (!p) return p.status();
+    s.ptr = p.value();
     return s;
   }
   void deallocate(const Segment& s) override {
     munmap(s.ptr, s.size);
-    shm_unlink(reinterpret_cast<const char*>(s.handle.bytes));
+    shared_page_unlink(reinterpret_cast<const char*>(s.handle.bytes));
   }
   Result<void*> map(const PeerHandle& h) override {
-    const int fd = shm_open(reinterpret_cast<const char*>(h.bytes), O_RDONLY, 0);
-    if (fd < 0)
-      return Status(Err::kInvalidArg, std::string("peer segment: ") + std::strerror(errno));
-    void* p = mmap(nullptr, h.size, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return Status(Err::kNoMemory, "mapping a peer segment");
-    return p;
+    return shared_page_map(reinterpret_cast<const char*>(h.bytes), h.size, false);
   }
   void unmap(void* p, const PeerHandle& h) override { munmap(p, h.size); }
 

@@ -299,32 +299,29 @@ Status launch_many(const Launch* ls, int n, cudaStream_t stream) {
   return flush();
 }
 
-Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
+// One launch of `kernel` per kSignalMax words (SignalArgs or WaitArgs).
+template <class Args, class Word>
+Status word_batches(void (*kernel)(Args), Word* const* words, const uint32_t* values, int n,
+                    cudaStream_t stream) {
   for (int at = 0; at < n; at += kSignalMax) {
-    SignalArgs a;
+    Args a;
     a.n = n - at < kSignalMax ? n - at : kSignalMax;
     for (int i = 0; i < a.n; ++i) {
       a.word[i] = words[at + i];
       a.value[i] = values[at + i];
     }
-    signal_kernel<<<1, kSignalMax, 0, stream>>>(a);
+    kernel<<<1, kSignalMax, 0, stream>>>(a);
     LOOM_CUDA_TRY(cudaGetLastError());
   }
   return Status::ok();
 }
 
+Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
+  return word_batches<SignalArgs>(signal_kernel, words, values, n, stream);
+}
+
 Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
-  for (int at = 0; at < n; at += kSignalMax) {
-    WaitArgs a;
-    a.n = n - at < kSignalMax ? n - at : kSignalMax;
-    for (int i = 0; i < a.n; ++i) {
-      a.word[i] = words[at + i];
-      a.value[i] = values[at + i];
-    }
-    wait_kernel<<<1, kSignalMax, 0, stream>>>(a);
-    LOOM_CUDA_TRY(cudaGetLastError());
-  }
-  return Status::ok();
+  return word_batches<WaitArgs>(wait_kernel, words, values, n, stream);
 }
 
 Status launch(const Launch& l, cudaStream_t stream) {
