@@ -99,8 +99,8 @@ class CudaLane final : public Lane {
   Status write(uint32_t* word, uint32_t value) override {
     Shared& sh = shared();
     if (sh.write32) {
-      void* dev = nullptr;
-      LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, word, 0), "flag address"));
+      uint32_t* dev = nullptr;
+      LOOM_TRY(word_address(word, &dev));
       if (sh.write32(reinterpret_cast<CUstream>(s_), reinterpret_cast<CUdeviceptr>(dev), value,
                      CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS)
         return Status::ok();
@@ -110,8 +110,8 @@ class CudaLane final : public Lane {
   Status wait(uint32_t* word, uint32_t value) override {
     Shared& sh = shared();
     if (sh.wait32) {
-      void* dev = nullptr;
-      LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, word, 0), "flag address"));
+      uint32_t* dev = nullptr;
+      LOOM_TRY(word_address(word, &dev));
       if (sh.wait32(reinterpret_cast<CUstream>(s_), reinterpret_cast<CUdeviceptr>(dev), value,
                     CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS)
         return Status::ok();

@@ -23,8 +23,6 @@ int64_t in_place_min() {
   return std::atoll(v.c_str());
 }
 
-constexpr size_t kMaxLayoutBytes = 2048;  // a layout sent ahead: one eager message
-
 bool landed(const uint32_t* word, uint32_t value) {
   return reached(PairWords::load(word), value);
 }
@@ -84,12 +82,15 @@ PairOffer Pairs::offer(const Buffer& b, const void* buf, int peer, PairEnd* end)
       const transport::Span sp = transport::message_span(b.msg);
       base = sp.lo;
       span = sp.size();
-      if (!rt->lend_span_ok(b.msg) || !transport::encode_message(b.msg, &wire, kMaxLayoutBytes))
+      // As dense as the device method's lent typed messages, and a layout
+      // short enough to go eagerly.
+      if (!rt->lend_span_ok(b.msg) ||
+          !transport::encode_message(b.msg, &wire, mpi::Rendezvous::kMaxLayoutBytes))
         span = -1;
     }
-    auto ex = span < 0 ? Result<transport::Exported>(Status(Err::kUnsupported, "not lent"))
-                       : mem->export_user(static_cast<const char*>(buf) + base,
-                                          static_cast<size_t>(span));
+    Result<transport::Exported> ex = Status(Err::kUnsupported, "not lent");
+    if (span >= 0)
+      ex = mem->export_user(static_cast<const char*>(buf) + base, static_cast<size_t>(span));
     if (ex && ex->base != 0) {
       o.kind = PairOffer::kInPlace;
       o.data = ex->handle;
