@@ -116,6 +116,11 @@ int loom_stream_host_actions(long long* count);
 /* MPIS rounds (either end) this process started on Loom's on-node pair
  * path, where the two streams move the data with no host action at all. */
 int loom_stream_pair_rounds(long long* count);
+/* MPIX_*_enqueue device messages of this process that went by the device
+ * method's protocol (LOOM_STREAM_LEND): sends packed on their stream into a
+ * segment lent to the receiver, and receives whose stream copied the bytes
+ * from the sender's memory where they lay. */
+int loom_stream_lent_messages(long long* count);
 
 #ifdef __cplusplus
 }

@@ -377,10 +377,110 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   }
   hdr->handle = seg->handle;
   hdr->check = checksum(*hdr);
-  std::lock_guard<std::mutex> lk(mu_);
-  lent_.emplace(hdr->seq, seg.value());
-  n_lent_.fetch_add(1, std::memory_order_release);
+  keep_lent(hdr->seq, seg.value());
   return Status::ok();
+}
+
+void Rendezvous::keep_lent(uint64_t seq, const transport::Segment& seg) {
+  std::lock_guard<std::mutex> lk(mu_);
+  lent_.emplace(seq, seg);
+  n_lent_.fetch_add(1, std::memory_order_release);
+}
+
+Status Rendezvous::share_stream_arena(MPI_Comm comm) {
+  if (!mem_) return Status::ok();
+  {
+    std::lock_guard<std::mutex> lk(arena_mu_);
+    if (!arena_) {
+      const int64_t want = std::atoll(knobs().stream_arena.c_str());
+      // The host test mode lends shared memory, which containers keep small.
+      const size_t size =
+          host_mode_ ? size_t{4} << 20 : static_cast<size_t>(std::max<int64_t>(want, 0));
+      if (size > 0) {
+        auto seg = mem_->acquire(size);
+        if (seg) {
+          arena_seg_ = seg.value();
+          arena_ = std::make_unique<transport::Arena>(arena_seg_.size);
+        } else {
+          LOOM_WARN(kTransport, "no stream arena (%s): enqueued device messages are staged",
+                    seg.status().message().c_str());
+        }
+      }
+    }
+  }
+  struct Entry {
+    int32_t world = -1, has = 0;
+    transport::PeerHandle handle;
+  } mine;
+  mine.world = world_rank_;
+  mine.has = arena_ ? 1 : 0;
+  if (arena_) mine.handle = arena_seg_.handle;
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  std::vector<Entry> all(static_cast<size_t>(n));
+  if (PMPI_Allgather(&mine, sizeof(Entry), MPI_BYTE, all.data(), sizeof(Entry), MPI_BYTE, comm) !=
+      MPI_SUCCESS)
+    return Status(Err::kMpi, "exchanging stream arenas");
+  for (const Entry& e : all) {
+    if (!e.has || e.world == world_rank_ || e.world < 0 ||
+        static_cast<size_t>(e.world) >= node_of_.size() ||
+        node_of_[static_cast<size_t>(e.world)] != node_of_[static_cast<size_t>(world_rank_)])
+      continue;
+    if (auto p = mem_->open(e.handle, e.world); !p)
+      LOOM_WARN(kTransport, "rank %d's stream arena cannot be mapped (%s)", e.world,
+                p.status().message().c_str());
+  }
+  return Status::ok();
+}
+
+Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) {
+  progress(/*flush=*/false);  // blocks acked since come back first
+  if (!arena_) return Status(Err::kNoMemory, "no stream arena");
+  auto at = arena_->take(static_cast<size_t>(m.bytes));
+  if (!at) return Status(Err::kNoMemory, "the stream arena is full");
+  *hdr = Header{};
+  hdr->magic = kMagic;
+  hdr->nonce = nonce_;
+  hdr->seq = next_seq_.fetch_add(1);
+  hdr->bytes = static_cast<uint64_t>(m.bytes);
+  hdr->sender = world_rank_;
+  hdr->kind = kSegment;
+  hdr->offset = *at;
+  hdr->handle = arena_seg_.handle;
+  hdr->check = checksum(*hdr);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    arena_lent_.emplace(hdr->seq, std::make_pair(*at, static_cast<size_t>(m.bytes)));
+    n_lent_.fetch_add(1, std::memory_order_release);
+  }
+  return static_cast<char*>(arena_seg_.ptr) + *at;
+}
+
+bool Rendezvous::release_arena_block(uint64_t seq) {
+  auto it = arena_lent_.find(seq);
+  if (it == arena_lent_.end()) return false;
+  arena_->give(it->second.first, it->second.second);
+  arena_lent_.erase(it);
+  n_lent_.fetch_sub(1, std::memory_order_release);
+  return true;
+}
+
+void* Rendezvous::arena_take(size_t bytes) {
+  if (!arena_) return nullptr;
+  auto at = arena_->take(bytes);
+  return at ? static_cast<char*>(arena_seg_.ptr) + *at : nullptr;
+}
+
+void Rendezvous::arena_give(void* p, size_t bytes) {
+  if (arena_ && p)
+    arena_->give(static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(arena_seg_.ptr)),
+                 bytes);
+}
+
+void Rendezvous::stream_packed(uint64_t seq) {
+  if (flags_)
+    reinterpret_cast<std::atomic<uint32_t>*>(flags_->own(seq))
+        ->store(static_cast<uint32_t>(seq), std::memory_order_release);
 }
 
 Status Rendezvous::fetch(const Header& h, void* dst) {
@@ -750,8 +850,12 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   if (h.sender == world_rank_ && h.kind == kSegment) {  // a message to itself: its own segment
     std::lock_guard<std::mutex> lk(mu_);
     auto it = lent_.find(h.seq);
-    if (it == lent_.end()) return Status(Err::kInvalidArg, "own segment not lent");
-    base = it->second.ptr;
+    if (it != lent_.end())
+      base = it->second.ptr;
+    else if (arena_lent_.count(h.seq))
+      base = arena_seg_.ptr;
+    else
+      return Status(Err::kInvalidArg, "own segment not lent");
   } else if (h.kind == kZeroCopy) {  // the sender's own buffer: in use until the ack
     int64_t lo = 0;
     if (h.layout) {  // where the sender's user pointer maps, to read its layout from
@@ -876,6 +980,7 @@ void Rendezvous::progress(bool flush) {
     PMPI_Iprobe(MPI_ANY_SOURCE, kAckTag, ctrl_, &flag, &st);
     if (!flag) return;
     for (uint64_t seq : recv_acks(st)) {
+      if (release_arena_block(seq)) continue;
       auto it = lent_.find(seq);
       if (it == lent_.end()) {
         LOOM_LOG(kError, kTransport, "ack for segment %llu, which is not lent",
@@ -930,6 +1035,9 @@ void Rendezvous::shutdown() {
       if (mem_) mem_->release(seg);
     }
     lent_.clear();
+    arena_lent_.clear();
+    if (arena_ && mem_) mem_->release(arena_seg_);
+    arena_.reset();
     for (auto& [seq, seg] : copies_)
       if (mem_) mem_->release(seg);
     copies_.clear();

@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/arena.hpp"
 #include "transport/channel.hpp"
 #include "transport/message_wire.hpp"
 #include "transport/mover.hpp"
@@ -142,6 +143,22 @@ class Rendezvous {
   // (with `wait` false): the pack may wait in the batch queue (flush_packs).
   Status lend(transport::Mover& mover, const transport::Message& m, const void* user, Header* hdr,
               bool wait = true, int to = -1, bool defer = false);
+  // Stream-triggered messages (MPIX_*_enqueue, stream/enqueue.hpp) of one
+  // node go through an arena each process lends once: collective over comm
+  // (every stream communicator's making), it is made here (LOOM_STREAM_ARENA
+  // bytes) and every process of comm on this node maps the others'. Stream
+  // threads then read messages without mapping anything (a mapping made
+  // while a stream waits for the thread may wait for that stream).
+  Status share_stream_arena(MPI_Comm comm);
+  // Sender: room in the arena for m's packed bytes, which the caller's
+  // stream packs into; fills hdr (kSegment). kNoMemory when the arena is
+  // full (or there is none). Once the stream has packed,
+  // stream_packed(hdr->seq), then the header may go.
+  Result<void*> lend_stream(const transport::Message& m, Header* hdr);
+  void stream_packed(uint64_t seq);
+  // Device memory of this process's arena for `bytes` (scratch), or null.
+  void* arena_take(size_t bytes);
+  void arena_give(void* p, size_t bytes);
   // Sender: message seq's pack is done (its user buffer is free again).
   bool packed(uint64_t seq) const;
   // Flushes the deferred packs first, then waits for seq's.
@@ -274,7 +291,14 @@ class Rendezvous {
   bool flush_stop_ = false;  // under flush_mu_
   std::thread flusher_;
   std::mutex mu_;
-  std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
+  std::unordered_map<uint64_t, transport::Segment> lent_;       // by seq
+  void keep_lent(uint64_t seq, const transport::Segment& seg);  // until its ack
+  transport::Segment arena_seg_;                                // under arena_mu_ while made
+  std::unique_ptr<transport::Arena> arena_;
+  std::mutex arena_mu_;
+  std::unordered_map<uint64_t, std::pair<size_t, size_t>>
+      arena_lent_;                         // seq -> (offset, bytes), under mu_
+  bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's
   // Fills hdr for a zero-copy message: `span` bytes at `data` lent, holding
   // `packed` bytes in layout `layout` (0: contiguous), and posts the ack's receive.
   Status lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout, int to,

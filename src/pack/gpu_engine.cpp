@@ -277,6 +277,12 @@ Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_
   return gpu::wait_many(words, values, static_cast<int>(n), stream);
 }
 
+Status gpu_copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max,
+                     cudaStream_t stream) {
+  if (max == 0) return Status::ok();
+  return gpu::copy_from(from, near, dst, max, stream);
+}
+
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack) {
   if (l.total() == 0) return "none (empty)";
   return gpu::describe(gpu::plan(l.prepared(), user, packed, pack));

@@ -112,6 +112,14 @@ Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,
 Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_t n,
                      cudaStream_t stream);
 
+// After the work before it on `stream`: copies from[1] bytes from address
+// from[0] into dst (at most `max`), both read from `from` (mapped memory)
+// only when the stream gets there: the host may publish them after the copy
+// was enqueued, before the stream's wait ends. `near`: two words of device
+// memory the stream's copies use in turn (one per stream suffices).
+Status gpu_copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max,
+                     cudaStream_t stream);
+
 // Which kernel, word width and grid a call with these pointers would use.
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack);
 

@@ -184,6 +184,14 @@ class CudaLane final : public Lane {
   Status copy_out(void* user, const void* block, size_t bytes) override {
     return cuda_status(cudaMemcpyAsync(user, block, bytes, cudaMemcpyDefault, s_), "copy");
   }
+  Status copy_from(const Landed* landed, void* dst, size_t max) override {
+    if (!near_) {  // stream order: one pair of words serves every copy of the stream
+      void* p = nullptr;
+      LOOM_TRY(cuda_status(cudaMalloc(&p, sizeof(Landed)), "device words"));
+      near_ = static_cast<uint64_t*>(p);
+    }
+    return pack::gpu_copy_from(reinterpret_cast<const uint64_t*>(landed), near_, dst, max, s_);
+  }
   Status launch_host(void (*fn)(void*), void* arg) override {
     return cuda_launch_host(s_, fn, arg);
   }
@@ -223,6 +231,7 @@ class CudaLane final : public Lane {
   }
   cudaStream_t s_;
   int device_ = 0;
+  uint64_t* near_ = nullptr;  // copy_from's (kept: freeing would synchronise the device)
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
+#include "stream/enqueue.hpp"
 #include "stream/pair.hpp"
 #include "util/log.hpp"
 
@@ -168,6 +169,9 @@ bool Engine::post(Op& op) {
   LOOM_DEBUG(kMpi, "stream thread: posting %s %d x %p with peer %d, tag %d",
              op.kind == Op::Kind::kSend ? "send" : "receive", op.count,
              op.kind == Op::Kind::kSend ? op.sbuf : op.rbuf, op.peer, op.tag);
+  // A lent segment's pack is behind the stream's trigger: the receiver may
+  // read it once the header is there.
+  if (op.lent_seq) runtime()->rv->stream_packed(op.lent_seq);
   switch (op.kind) {
     case Op::Kind::kSend:
       rc = op.raw
@@ -186,6 +190,7 @@ bool Engine::post(Op& op) {
   host_actions.fetch_add(1, std::memory_order_relaxed);
   LOOM_DEBUG(kMpi, "stream thread: posted (%d)", rc);
   op.posted = true;
+  op.posted_at = std::chrono::steady_clock::now();
   if (rc != MPI_SUCCESS) {
     // Its arguments were checked when it was enqueued: the caller cannot be
     // told any more, so this is an error line (tests fail on it).
@@ -239,6 +244,7 @@ void Engine::finish(Op& op) {
         LOOM_WARN(kMpi, "short enqueued receive: %s", mine.status().message().c_str());
     }
   }
+  if (op.pulled) land(op);
   if (op.own_type) LOOM_NEXT(MPI_Type_free)(&op.type);
   MPI_Request greq = MPI_REQUEST_NULL;
   {
@@ -261,6 +267,8 @@ void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   auto idle_since = std::chrono::steady_clock::now();
+  auto last_reap = idle_since;
+  constexpr auto kReapEvery = std::chrono::microseconds(20);
   std::chrono::steady_clock::time_point stop_at{};
   for (;;) {
     {
@@ -302,6 +310,16 @@ void Engine::run() {
     }
     for (auto it = active.begin(); it != active.end();) {
       if (!test(**it)) {
+        Op& op = **it;
+        if (!op.overdue &&
+            std::chrono::steady_clock::now() - op.posted_at > std::chrono::seconds(10)) {
+          op.overdue = true;  // a hang shows here first
+          LOOM_WARN(kMpi, "enqueued %s with peer %d, tag %d: not complete 10 s after it was posted",
+                    op.kind == Op::Kind::kSend   ? "send"
+                    : op.kind == Op::Kind::kRecv ? "receive"
+                                                 : "allreduce",
+                    op.peer, op.tag);
+        }
         ++it;
         continue;
       }
@@ -317,10 +335,17 @@ void Engine::run() {
         ++it;
         continue;
       }
+      retired(**it);
       (*it)->ch->in_flight.fetch_sub(1);
       it = retiring.erase(it);
     }
     const auto now = std::chrono::steady_clock::now();
+    // Segments lent by enqueued sends come back as their acks arrive; a
+    // program that only enqueues makes no other call of Loom's to take them.
+    if (Runtime* rt = runtime(); rt->rv && rt->rv->lends() && now - last_reap > kReapEvery) {
+      rt->rv->progress(/*flush=*/false);
+      last_reap = now;
+    }
     // An MPI operation in flight is progressed only by our tests (a large
     // message moves a fragment or so per test), so never sleep while one is:
     // sleeping 50 µs between tests made a 16 MiB transfer take 17 ms.

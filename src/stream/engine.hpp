@@ -15,6 +15,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -101,6 +102,18 @@ struct Op {
   bool tail_fix = false;
   transport::Message msg;
   mpi::TypeRegistry::Entry keep;
+  // By the device method's protocol (Buffer::How::kLent / kPulled,
+  // enqueue.hpp). A send: its header; its arena room is marked packed when
+  // the header is posted. A receive: `landed` (in staging) is where the
+  // thread publishes its bytes; once the stream is past its copy, a
+  // header's sender is acked and `scratch` (arena room its copy lands in,
+  // unpacked from there) goes back.
+  alignas(8) unsigned char wire[128] = {};
+  uint64_t lent_seq = 0;
+  bool pulled = false;
+  Landed* landed = nullptr;
+  bool ack_at_retire = false;
+  void* scratch = nullptr;
   std::shared_ptr<void> pin;  // a TypePin: the user's type, passed to the MPI when posted
   void* user = nullptr;
   size_t expect = 0;
@@ -115,7 +128,15 @@ struct Op {
   // Progress thread only.
   MPI_Request req = MPI_REQUEST_NULL;
   bool posted = false, released = false;
+  std::chrono::steady_clock::time_point posted_at{};
+  bool overdue = false;  // said so once
 };
+
+// Pulled receives: what landed (a header's bytes found, raw bytes in
+// staging) published to op.landed, with the status set (progress thread).
+void land(Op& op);
+// Once the stream is past an operation's last use: acks and scratch back.
+void retired(Op& op);
 
 class Engine {
  public:
@@ -144,7 +165,8 @@ class Engine {
   // The attribute key of stream communicators (made on first use).
   int keyval(MPI_Comm_delete_attr_function* on_free);
   std::atomic<long long> host_actions{0};
-  std::atomic<long long> pair_rounds{0};  // MPIS rounds on the on-node pair path
+  std::atomic<long long> pair_rounds{0};    // MPIS rounds on the on-node pair path
+  std::atomic<long long> lent_messages{0};  // loom_stream_lent_messages
 
   // Live handles of the stream APIs, so that a freed or foreign handle is an
   // MPI error, not a crash.

@@ -1,10 +1,13 @@
 #include "stream/enqueue.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
+#include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "type/from_mpi.hpp"
 #include "util/knobs.hpp"
@@ -75,8 +78,60 @@ void go_direct(const Lane& lane, Buffer* b) {
              static_cast<long long>(b->msg.bytes));
 }
 
+void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b) {
+  Runtime* rt = runtime();
+  // Every receive a lent send may meet pulls: a sender lends at least
+  // LOOM_STREAM_LEND_MIN bytes, which fit only receives that big.
+  const int64_t least = std::max<int64_t>(std::atoll(knobs().stream_lend_min.c_str()), 0);
+  if (b->how != Buffer::How::kPacked || !rt->rv || !rt->rv->lends() ||
+      lane.emulated() != rt->rv->host_mode() || !knob_true(knobs().stream_lend) ||
+      b->msg.bytes < least)
+    return;
+  if (send) {
+    // A receive of Loom's takes a header where it would take the bytes:
+    // smaller messages go as themselves, as the device method's do.
+    const int to = rt->rv->world_rank(comm, peer);
+    if (b->msg.bytes < mpi::kHeaderBytes || rt->rv->peer_on_node(comm, peer) < 0 ||
+        rt->rv->channel_to(to))
+      return;
+    mpi::Header h;
+    auto seg = rt->rv->lend_stream(b->msg, &h);
+    if (!seg) {
+      LOOM_DEBUG(kMpi, "enqueued send: %s; staged this once", seg.status().message().c_str());
+      return;
+    }
+    static_assert(sizeof(b->wire) == sizeof(h));
+    std::memcpy(b->wire, &h, sizeof(h));
+    b->lent_at = seg.value();
+    b->how = Buffer::How::kLent;
+    return;
+  }
+  if (int64_t base = 0; !transport::contiguous_at(b->msg, &base)) {
+    // The copy lands in scratch, unpacked from there.
+    b->scratch = rt->rv->arena_take(static_cast<size_t>(b->msg.bytes));
+    if (!b->scratch) {
+      LOOM_DEBUG(kMpi, "enqueued receive: no room in the stream arena; staged this once");
+      return;
+    }
+  }
+  b->how = Buffer::How::kPulled;
+}
+
+namespace {
+
+// A pulled receive's staging: what the MPI may deliver (a header, or the
+// bytes themselves), then the Landed record the thread fills.
+size_t pulled_bytes(const Buffer& b) {
+  const size_t n = std::max<size_t>(static_cast<size_t>(b.msg.bytes), mpi::kHeaderBytes);
+  return (n + 15) / 16 * 16;
+}
+
+}  // namespace
+
 Result<Block> staging_for(Lane& lane, const Buffer& b) {
-  if (b.how == Buffer::How::kHost || b.how == Buffer::How::kDirect) return Block{};
+  if (b.how == Buffer::How::kHost || b.how == Buffer::How::kDirect || b.how == Buffer::How::kLent)
+    return Block{};
+  if (b.how == Buffer::How::kPulled) return lane.alloc(pulled_bytes(b) + sizeof(Landed));
   return lane.alloc(b.staged_bytes());
 }
 
@@ -105,6 +160,24 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
       op.release_on_post = false;  // the buffer is the user's until the send completes
       if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
+    case Buffer::How::kLent: {
+      mpi::Header h;
+      std::memcpy(&h, b.wire, sizeof(h));
+      op.keep = b.keep;
+      LOOM_TRY(ch.lane().pack(b.msg, buf, b.lent_at));
+      static_assert(sizeof(op.wire) == sizeof(h));
+      std::memcpy(op.wire, &h, sizeof(h));
+      op.lent_seq = h.seq;
+      runtime()->streams->lent_messages.fetch_add(1, std::memory_order_relaxed);
+      op.sbuf = op.wire;
+      op.count = mpi::kHeaderBytes;
+      op.type = MPI_BYTE;
+      op.raw = true;  // the header goes as it is: Loom's receives know it
+      op.release_on_post = true;
+      return Status::ok();
+    }
+    case Buffer::How::kPulled:
+      return Status(Err::kInternal, "a pulled buffer sent");
     case Buffer::How::kPacked:
       op.keep = b.keep;  // the layout an emulated stream packs with, later
       LOOM_TRY(ch.lane().pack(b.msg, buf, staging.host));
@@ -137,6 +210,28 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
       op.type = type;
       if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
+    case Buffer::How::kLent:
+      return Status(Err::kInternal, "a lent buffer received into");
+    case Buffer::How::kPulled: {
+      const size_t post = pulled_bytes(b);
+      op.rbuf = staging.host;
+      byte_args(post, op);
+      op.raw = true;  // a header is Loom's to read, here
+      op.pulled = true;
+      op.landed = reinterpret_cast<Landed*>(static_cast<char*>(staging.host) + post);
+      op.msg = b.msg;
+      op.keep = b.keep;
+      op.user = buf;
+      op.expect = static_cast<size_t>(b.msg.bytes);
+      if (b.scratch) {
+        // A short message leaves the rest as the user's bytes (packed into
+        // the scratch first).
+        op.scratch = b.scratch;
+        LOOM_TRY(ch.lane().pack(b.msg, buf, op.scratch));
+      }
+      op.staging = staging;
+      return Status::ok();
+    }
     case Buffer::How::kPacked:
       op.rbuf = staging.host;
       byte_args(staging.bytes, op);
@@ -159,7 +254,16 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
 }
 
 Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op) {
-  if (b.how == Buffer::How::kPacked)
+  if (b.how == Buffer::How::kPulled) {
+    if (op.scratch) {
+      LOOM_TRY(ch.lane().copy_from(op.landed, op.scratch, op.expect));
+      LOOM_TRY(ch.lane().unpack(b.msg, op.scratch, buf));
+    } else {
+      int64_t base = 0;
+      transport::contiguous_at(b.msg, &base);
+      LOOM_TRY(ch.lane().copy_from(op.landed, static_cast<char*>(buf) + base, op.expect));
+    }
+  } else if (b.how == Buffer::How::kPacked)
     LOOM_TRY(ch.lane().unpack(b.msg, op.staging.host, buf));
   else if (b.how == Buffer::How::kSpan)
     LOOM_TRY(
@@ -172,6 +276,72 @@ Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op) {
   if (!pos) return pos.status();
   set_retire(op, pos.value());
   return Status::ok();
+}
+
+void land(Op& op) {
+  Runtime* rt = runtime();
+  Landed out;
+  out.address = reinterpret_cast<uintptr_t>(op.staging.dev ? op.staging.dev : op.staging.host);
+  MPI_Count got = 0;
+  MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
+  mpi::Header h;
+  if (op.st.MPI_ERROR != MPI_SUCCESS) {
+    // nothing landed that the stream may copy
+  } else if (got == mpi::kHeaderBytes &&
+             rt->rv->is_header(op.staging.host, mpi::kHeaderBytes, &h)) {
+    op.st.MPI_ERROR = mpi::settle(h, op.expect, op.st);
+    if (op.st.MPI_ERROR != MPI_SUCCESS) {
+      rt->rv->discard(h);  // the sender's memory is free either way
+    } else if (h.kind == mpi::kSegment || (h.kind == mpi::kZeroCopy && !h.layout)) {
+      // An enqueued send's arena is mapped since its communicator was
+      // made; a host call's segment or buffer may be mapped here first.
+      auto src = rt->rv->open(h);  // where the bytes lie, mapped (kept mapped)
+      if (src) {
+        out.address = reinterpret_cast<uintptr_t>(src->ptr);
+        out.bytes = h.bytes;
+        LOOM_DEBUG(kMpi, "enqueued receive: %llu bytes of rank %d read where they lie (%s)",
+                   static_cast<unsigned long long>(h.bytes), h.sender,
+                   h.kind == mpi::kSegment ? "its segment" : "its buffer");
+        std::memcpy(op.wire, &h, sizeof(h));
+        op.ack_at_retire = true;
+        rt->streams->lent_messages.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        LOOM_LOG(kError, kMpi, "enqueued receive: the sender's memory cannot be read: %s",
+                 src.status().message().c_str());
+        rt->rv->discard(h);
+        op.st.MPI_ERROR = MPI_ERR_OTHER;
+      }
+    } else {
+      // Chunks, a channel, or a sender's own layout: into staging here, as
+      // a receive into host memory takes them.
+      op.st.MPI_ERROR =
+          mpi::pull_into_host(*rt->rv, h, op.staging.host, op.count, op.type, op.comm, op.st);
+      if (op.st.MPI_ERROR == MPI_SUCCESS) out.bytes = h.bytes;
+    }
+  } else if (static_cast<size_t>(got) > op.expect) {
+    // Staging holds a header's worth: more than the receive takes.
+    MPI_Status_set_elements_x(&op.st, MPI_BYTE, static_cast<MPI_Count>(op.expect));
+    op.st.MPI_ERROR = MPI_ERR_TRUNCATE;
+  } else {
+    out.bytes = static_cast<uint64_t>(got);
+  }
+  auto* l = reinterpret_cast<volatile Landed*>(op.landed);
+  l->address = out.address;
+  l->bytes = out.bytes;
+}
+
+void retired(Op& op) {
+  Runtime* rt = runtime();
+  if (op.ack_at_retire) {
+    op.ack_at_retire = false;
+    mpi::Header h;
+    std::memcpy(&h, op.wire, sizeof(h));
+    rt->rv->ack(h);
+  }
+  if (op.scratch) {
+    rt->rv->arena_give(op.scratch, op.expect);
+    op.scratch = nullptr;
+  }
 }
 
 void set_retire(Op& op, uint32_t pos) {

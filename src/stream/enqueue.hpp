@@ -7,6 +7,14 @@
 //           kernel takes them out after the receive's release;
 //   span:   device memory, a type Loom cannot read: the data's whole span is
 //           copied to staging, and the MPI takes it with the user's type.
+//   lent:   (MPIX sends) device memory, a type Loom reads, to a process of
+//           this node with the device method on: packed on the stream into
+//           a segment lent to the receiver; the thread sends the method's
+//           header, which any receive of Loom's takes;
+//   pulled: (MPIX receives) the same kind of buffer: the thread receives
+//           into staging; a header's bytes are read where they lie (the
+//           sender's segment or buffer, mapped), others where they landed,
+//           by a copy the stream enqueued before the thread knew where.
 #pragma once
 
 #include <mpi.h>
@@ -32,11 +40,16 @@ class TypePin {
 struct Buffer {
   // kDirect: a device buffer the stream thread hands to Loom's own
   // MPI_Isend/MPI_Irecv as it lies (go_direct), with no staging on the stream.
-  enum class How { kHost, kPacked, kSpan, kDirect };
+  enum class How { kHost, kPacked, kSpan, kDirect, kLent, kPulled };
   How how = How::kHost;
   mpi::TypeRegistry::Entry keep;
   transport::Message msg;
   int64_t span_lo = 0, span_bytes = 0;
+  // kLent: the arena's room taken (its header in `wire`); kPulled: arena
+  // room for a derived type's bytes (none for a contiguous one).
+  void* lent_at = nullptr;
+  alignas(8) unsigned char wire[128] = {};
+  void* scratch = nullptr;
   size_t staged_bytes() const {
     return static_cast<size_t>(how == How::kPacked ? msg.bytes : span_bytes);
   }
@@ -57,6 +70,13 @@ int resolve(Lane& lane, const void* buf, int count, MPI_Datatype type, MPI_Comm 
 // since a direct send's peer gets Loom's header, whatever its buffer.
 bool direct_on();
 void go_direct(const Lane& lane, Buffer* b);
+
+// Point-to-point only: a packed buffer goes by the device method's protocol
+// (kLent for a send to `peer` of comm, kPulled for a receive) where the
+// method is on, the lane suits its memory (CUDA IPC: a CUDA stream; the host
+// test mode: an emulated one), LOOM_STREAM_LEND is on, and the process's
+// stream arena has room (else the message is staged this once).
+void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b);
 
 // Staging for b on the lane (none for host buffers).
 Result<Block> staging_for(Lane& lane, const Buffer& b);

@@ -1,6 +1,7 @@
 // The emulated stream and its lane; without CUDA, the CUDA lane's stand-ins.
 #include "stream/lane.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -113,6 +114,15 @@ class HostLane final : public Lane {
   }
   Status copy_out(void* user, const void* block, size_t bytes) override {
     s_->push([=] { std::memcpy(user, block, bytes); });
+    return Status::ok();
+  }
+  Status copy_from(const Landed* landed, void* dst, size_t max) override {
+    s_->push([=] {
+      const auto* l = reinterpret_cast<const volatile Landed*>(landed);
+      const uint64_t bytes = l->bytes, address = l->address;
+      const uint64_t n = std::min<uint64_t>(bytes, max);
+      if (n) std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)), n);
+    });
     return Status::ok();
   }
   Status launch_host(void (*fn)(void*), void* arg) override {

@@ -40,6 +40,14 @@ inline bool reached(uint32_t word, uint32_t value) {
   return static_cast<int32_t>(word - value) >= 0;
 }
 
+// Where a receive's bytes lie, published by the progress thread once they
+// have landed (in a block, so that the lane's work reaches it): a copy
+// enqueued earlier reads it only when the stream gets there.
+struct Landed {
+  uint64_t address = 0;  // as the lane's work addresses it
+  uint64_t bytes = 0;
+};
+
 // One pack (user -> packed) or unpack (packed -> user) of a batch; with
 // `from`, a transfer: src is a buffer in layout `from`, dst one in layout m
 // (CUDA lanes only, where cuda_transfer_possible says so).
@@ -70,6 +78,9 @@ class Lane {
   // Copies between the user's memory and a block (host address), ordered.
   virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
   virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;
+  // Copies landed->bytes (at most `max`) from landed->address into dst,
+  // both read when the stream gets here (`landed`: host address in a block).
+  virtual Status copy_from(const Landed* landed, void* dst, size_t max) = 0;
   // Batches, in order on the stream: a CUDA lane makes each one or a few
   // launches (a launch costs microseconds of the stream's time, and a halo
   // of 26 neighbours has 26 of each). Words: host addresses of words the

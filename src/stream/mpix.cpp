@@ -15,6 +15,7 @@
 #include "mpi/runtime.hpp"
 #include "stream/enqueue.hpp"
 #include "type/from_mpi.hpp"
+#include "util/knobs.hpp"
 #include "util/log.hpp"
 
 namespace loom::stream {
@@ -197,6 +198,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   const void* buf = send ? sbuf : rbuf;
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
   go_direct(ch->lane(), &b);
+  go_lent(ch->lane(), send, comm, peer, &b);
   auto staging = staging_for(ch->lane(), b);
   if (!staging) return fail(comm, staging.status());
   auto op = std::make_shared<Op>();
@@ -398,6 +400,10 @@ int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm
     return mpi::raise(comm, MPI_ERR_ARG, "MPIX_Stream_comm_create: not a live stream");
   int rc = LOOM_NEXT(MPI_Comm_dup)(comm, newcomm);
   if (rc != MPI_SUCCESS) return rc;
+  // Collective: every rank, with a stream or not, so peers map each other's
+  // stream arenas now (enqueue.hpp).
+  if (rt->rv && rt->rv->lends() && knob_true(knobs().stream_lend))
+    if (Status s = rt->rv->share_stream_arena(*newcomm); !s) return mpi::raise(comm, s);
   if (!obj) return MPI_SUCCESS;
   auto* b = new Binding();
   b->streams.push_back(obj);
@@ -724,6 +730,13 @@ int loom_stream_pair_rounds(long long* count) {
   Runtime* rt = runtime();
   if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
   *count = rt->streams->pair_rounds.load();
+  return MPI_SUCCESS;
+}
+
+int loom_stream_lent_messages(long long* count) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
+  *count = rt->streams->lent_messages.load();
   return MPI_SUCCESS;
 }
 

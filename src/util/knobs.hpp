@@ -76,6 +76,18 @@ namespace loom {
     "or a derived type in its own layout); such a send completes once read (synchronous "      \
     "mode). Smaller sends are packed into a segment first and complete at their start "        \
     "(eager); off: all packed")                                                                \
+  X(stream_lend, "LOOM_STREAM_LEND", "1",                                                      \
+    "MPIX_*_enqueue device messages of one node (with the device method on) go by its "        \
+    "protocol: packed on the sender's stream into a lent segment, copied by the receiver's "   \
+    "stream from where the progress thread found the bytes; 0: through host staging")          \
+  X(stream_lend_min, "LOOM_STREAM_LEND_MIN", "65536",                                          \
+    "smallest enqueued message (send) or receive buffer (receive) that takes that "            \
+    "protocol: below, a derived type's receive would pay more stream work (a copy from where " \
+    "the bytes lie, then an unpack) than its staging does; all ranks alike")                   \
+  X(stream_arena, "LOOM_STREAM_ARENA", "268435456",                                            \
+    "bytes of device memory each process lends once for those messages (mapped by the "        \
+    "node's other processes when a stream communicator is made); a message that finds it "     \
+    "full is staged; 0: none (4 MiB of shared memory in the host test mode)")                  \
   X(test_stream_direct, "LOOM_TEST_STREAM_DIRECT", "0",                                        \
     "test only: enqueued device messages go by Loom's own point-to-point from the stream "     \
     "thread; can deadlock on a GPU (docs/stream.md)")                                          \

@@ -16,6 +16,7 @@
 #include "loom/loom.h"
 #include "loom/stream.h"
 #include "random_types.hpp"
+#include "stream_expect.hpp"
 #include "stream_kernels.hpp"
 #include "test_buffers.hpp"
 
@@ -138,6 +139,7 @@ std::vector<std::pair<std::string, MPI_Datatype>> gpu_types() {
 TEST_F(StreamGpu, EnqueuedExchangeWithKernelsAround) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
+  const long long lent_before = lent_messages();
   for (auto& [name, t] : gpu_types()) {
     SCOPED_TRACE(name);
     const int count = 2, rounds = 5;
@@ -181,6 +183,48 @@ TEST_F(StreamGpu, EnqueuedExchangeWithKernelsAround) {
     }
     ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
     for (auto* w : want) cudaFree(w);
+    MPI_Type_free(&t);
+  }
+  check_lent(lent_before);
+}
+
+// Enqueued device messages meet regular ones of Loom's (the host thread's
+// MPI_Recv and MPI_Send of device buffers) on one communicator: the even
+// rank's stream sends and receives, the odd rank echoes from its host.
+TEST_F(StreamGpu, EnqueuedMeetRegularDeviceMessages) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  for (auto& [name, t] : gpu_types()) {
+    SCOPED_TRACE(name);
+    const int count = 2;
+    Buffer hsrc(t, count, 1), hdst(t, count, 0);
+    const Buffer initial = hdst;
+    DevBuf src(hsrc), dst(hdst);
+    Buffer sent(t, count, 1);
+    fill_host(sent, 55u);
+    Buffer mid = initial;
+    mid.bytes = expected(t, count, sent, t, count, initial);
+    if (me % 2 == 0) {
+      const auto e = expected(t, count, mid, t, count, initial);
+      unsigned char* want = nullptr;
+      dmalloc(&want, e.size());
+      cudaMemcpy(want, e.data(), e.size(), cudaMemcpyHostToDevice);
+      launch_fill(src.base, src.n, 55u, 200, s_);
+      ASSERT_EQ(MPIX_Send_enqueue(src.origin(), count, t, peer, 40, comm_), MPI_SUCCESS);
+      ASSERT_EQ(MPIX_Recv_enqueue(dst.origin(), count, t, peer, 41, comm_, MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+      launch_compare(dst.base, want, dst.n, bad_, s_);
+      ASSERT_EQ(cudaStreamSynchronize(s_), cudaSuccess);
+      EXPECT_EQ(bad(), 0) << "the echo was wrong when the next kernel ran";
+      cudaMemset(bad_, 0, sizeof(int));
+      cudaFree(want);
+    } else {
+      ASSERT_EQ(MPI_Recv(dst.origin(), count, t, peer, 40, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      std::vector<unsigned char> got(dst.n);
+      cudaMemcpy(got.data(), dst.base, dst.n, cudaMemcpyDeviceToHost);
+      EXPECT_EQ(got, mid.bytes);
+      ASSERT_EQ(MPI_Send(dst.origin(), count, t, peer, 41, comm_), MPI_SUCCESS);
+    }
     MPI_Type_free(&t);
   }
 }

@@ -23,6 +23,7 @@
 #include "loom/stream.h"
 #include "mpi_buffer_calls.hpp"  // LOOM_MPI_HAS_<fn>: what this MPI declares
 #include "random_types.hpp"
+#include "stream_expect.hpp"
 #include "test_buffers.hpp"
 
 namespace loom::test {
@@ -112,6 +113,7 @@ std::vector<std::pair<std::string, MPI_Datatype>> test_types() {
 TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
+  const long long lent_before = lent_messages();
   for (auto& [name, t] : test_types()) {
     SCOPED_TRACE(name);
     for (int count : {1, 3}) {
@@ -148,6 +150,52 @@ TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
     }
     MPI_Type_free(&t);
   }
+  check_lent(lent_before);
+}
+
+// Enqueued device messages and regular ones meet on one communicator both
+// ways: a regular receive takes an enqueued send (under the device method,
+// its header and lent arena), an enqueued receive a regular send, and a
+// message too long for an enqueued receive is an error in its status (a
+// small one: truncating 9,600 bytes into 4,800 under Open MPI corrupted the
+// heap in the staged device mode, not yet understood: docs/stream.md).
+TEST_F(Stream, EnqueuedAndRegularMessagesMeet) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t, u;
+  MPI_Type_vector(200, 3, 5, MPI_DOUBLE, &t);
+  MPI_Type_vector(20, 3, 5, MPI_DOUBLE, &u);
+  MPI_Type_commit(&t);
+  MPI_Type_commit(&u);
+  Buffer sent(t, 2, 1);
+  fill(sent, 42);
+  if (me % 2 == 0) {
+    Buffer a(t, 2, 1), b(t, 2, 0), small(u, 1, 0);
+    const Buffer b0 = b;
+    on_stream(s_, [&a] { fill(a, 42); });
+    ASSERT_EQ(MPIX_Send_enqueue(a.origin(), 2, t, peer, 30, comm_), MPI_SUCCESS);
+    MPI_Status st, st2;
+    ASSERT_EQ(MPIX_Recv_enqueue(b.origin(), 2, t, peer, 31, comm_, &st), MPI_SUCCESS);
+    auto seen = std::make_shared<std::vector<unsigned char>>();
+    on_stream(s_, [&b, seen] { *seen = b.bytes; });
+    ASSERT_EQ(MPIX_Recv_enqueue(small.origin(), 1, u, peer, 32, comm_, &st2), MPI_SUCCESS);
+    sync();
+    EXPECT_EQ(*seen, expected(t, 2, sent, t, 2, b0));
+    EXPECT_EQ(st.MPI_SOURCE, peer);
+    EXPECT_EQ(st.MPI_TAG, 31);
+    int cls = -1;
+    MPI_Error_class(st2.MPI_ERROR, &cls);
+    EXPECT_EQ(cls, MPI_ERR_TRUNCATE);
+  } else {
+    Buffer a(t, 2, 0), two(u, 2, 1);
+    const Buffer a0 = a;
+    ASSERT_EQ(MPI_Recv(a.origin(), 2, t, peer, 30, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_EQ(a.bytes, expected(t, 2, sent, t, 2, a0));
+    ASSERT_EQ(MPI_Send(a.origin(), 2, t, peer, 31, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(two.origin(), 2, u, peer, 32, comm_), MPI_SUCCESS);
+  }
+  MPI_Type_free(&t);
+  MPI_Type_free(&u);
 }
 
 // A type freed right after the call that enqueued its send or receive: the

@@ -6,6 +6,8 @@
 // same), and a signal kernel writes ready words after them.
 // The arguments are __grid_constant__: agents take them by reference and
 // index them from the parameter bank, never from a local copy.
+#include <algorithm>
+
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
 
@@ -179,6 +181,39 @@ __global__ void wait_kernel(const __grid_constant__ WaitArgs a) {
   }
 }
 
+// A copy whose source and length are published in mapped memory after the
+// launch was enqueued (a stream-triggered receive learns where its bytes
+// are only once they have landed): from[0] the source address, from[1] the
+// bytes, read when the kernel runs, from device memory (a copy made just
+// before on the stream: reads of one host word by every block queue up
+// behind each other, about a microsecond each). Null `from`: nothing.
+__global__ void __launch_bounds__(kThreads)
+    copy_from_kernel(const uint64_t* from, unsigned char* dst) {
+  if (!from) return;
+  __shared__ uint64_t at[2];
+  if (threadIdx.x < 2)
+    at[threadIdx.x] = reinterpret_cast<const volatile uint64_t*>(from)[threadIdx.x];
+  __syncthreads();
+  const auto* src = reinterpret_cast<const unsigned char*>(static_cast<uintptr_t>(at[0]));
+  const uint64_t n = at[1];
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uintptr_t both = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst);
+  uint64_t done = 0;
+  if (both % 16 == 0) {
+    const uint64_t words = n / 16;
+    for (uint64_t i = tid; i < words; i += stride)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+    done = words * 16;
+  } else if (both % 8 == 0) {
+    const uint64_t words = n / 8;
+    for (uint64_t i = tid; i < words; i += stride)
+      reinterpret_cast<uint64_t*>(dst)[i] = reinterpret_cast<const uint64_t*>(src)[i];
+    done = words * 8;
+  }
+  for (uint64_t i = done + tid; i < n; i += stride) dst[i] = src[i];
+}
+
 // The words kernel at the launch's word width, on `args` (WordArgs or XferArgs).
 template <class Args>
 Status launch_words(const Launch& l, const Args& args, cudaStream_t s) {
@@ -266,6 +301,7 @@ Status preload(cudaStream_t stream) {
   LOOM_TRY(launch_many(nine, 9, stream));  // batch_kernel<kBatchMax>
   signal_kernel<<<1, kSignalMax, 0, stream>>>(SignalArgs{});
   wait_kernel<<<1, kSignalMax, 0, stream>>>(WaitArgs{});
+  copy_from_kernel<<<1, kThreads, 0, stream>>>(nullptr, nullptr);
   LOOM_CUDA_TRY(cudaGetLastError());
   LOOM_CUDA_TRY(cudaStreamSynchronize(stream));
   return Status::ok();
@@ -322,6 +358,18 @@ Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaSt
 
 Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
   return word_batches<WaitArgs>(wait_kernel, words, values, n, stream);
+}
+
+Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream) {
+  LOOM_CUDA_TRY(cudaMemcpyAsync(near, from, 2 * sizeof(uint64_t), cudaMemcpyDefault, stream));
+  // Enough blocks for 16 bytes a thread and four passes at `max`, at most 512.
+  const uint64_t per_block = uint64_t{kThreads} * 16 * 4;
+  const uint64_t grid =
+      std::min<uint64_t>(512, std::max<uint64_t>(1, (max + per_block - 1) / per_block));
+  copy_from_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+      near, static_cast<unsigned char*>(dst));
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
 }
 
 Status launch(const Launch& l, cudaStream_t stream) {

@@ -36,4 +36,9 @@ Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaSt
 // the stream sees what the words' writers wrote before them.
 Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream);
 
+// Copies from[1] bytes from address from[0] to dst, both read when the
+// stream gets there (`from`: mapped memory, copied to `near`, two words of
+// device memory, first); `max` bounds the bytes and sizes the grid.
+Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream);
+
 }  // namespace loom::pack::gpu
