@@ -172,6 +172,16 @@ struct Pending {
   void* user = nullptr;
 };
 
+// Collective, in the making of every stream communicator: every rank, with a
+// stream or not, so that the processes of a node map each other's stream
+// arenas now (enqueue.hpp), never from a thread a stream waits for.
+int share_arenas(MPI_Comm comm, MPI_Comm made) {
+  Runtime* rt = runtime();
+  if (!rt->rv || !rt->rv->lends() || !knob_true(knobs().stream_lend)) return MPI_SUCCESS;
+  Status s = rt->rv->share_stream_arena(made);
+  return s ? MPI_SUCCESS : mpi::raise(comm, s);
+}
+
 int fail(MPI_Comm comm, const Status& s) {
   return mpi::raise(comm, s);
 }
@@ -400,10 +410,7 @@ int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm
     return mpi::raise(comm, MPI_ERR_ARG, "MPIX_Stream_comm_create: not a live stream");
   int rc = LOOM_NEXT(MPI_Comm_dup)(comm, newcomm);
   if (rc != MPI_SUCCESS) return rc;
-  // Collective: every rank, with a stream or not, so peers map each other's
-  // stream arenas now (enqueue.hpp).
-  if (rt->rv && rt->rv->lends() && knob_true(knobs().stream_lend))
-    if (Status s = rt->rv->share_stream_arena(*newcomm); !s) return mpi::raise(comm, s);
+  if ((rc = share_arenas(comm, *newcomm)) != MPI_SUCCESS) return rc;
   if (!obj) return MPI_SUCCESS;
   auto* b = new Binding();
   b->streams.push_back(obj);
@@ -446,6 +453,10 @@ int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream arra
   for (MPI_Comm& c : b->pairs) LOOM_NEXT(MPI_Comm_dup)(comm, &c);
   rc = LOOM_NEXT(MPI_Comm_dup)(comm, newcomm);
   if (rc != MPI_SUCCESS) {
+    delete_binding(MPI_COMM_NULL, 0, b, nullptr);
+    return rc;
+  }
+  if ((rc = share_arenas(comm, *newcomm)) != MPI_SUCCESS) {
     delete_binding(MPI_COMM_NULL, 0, b, nullptr);
     return rc;
   }
