@@ -157,8 +157,8 @@ TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
 // ways: a regular receive takes an enqueued send (under the device method,
 // its header and lent arena), an enqueued receive a regular send, and a
 // message too long for an enqueued receive is an error in its status (a
-// small one: truncating 9,600 bytes into 4,800 under Open MPI corrupted the
-// heap in the staged device mode, not yet understood: docs/stream.md).
+// small one: Open MPI 4.1's shared memory writes all of a message above its
+// eager limit into a receive it truncates, past the buffer: docs/stream.md).
 TEST_F(Stream, EnqueuedAndRegularMessagesMeet) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
