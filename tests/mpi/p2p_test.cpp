@@ -7,15 +7,14 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "mpi/runtime.hpp"
 #include "random_types.hpp"
+#include "staging_returned.hpp"
 #include "test_buffers.hpp"
 #include "transport/memtype.hpp"
 
@@ -37,15 +36,7 @@ class P2P : public ::testing::Test {
   void TearDown() override {
     MPI_Barrier(MPI_COMM_WORLD);
     if (runtime()) {
-      // An ack sent before the barrier may still be on its way: MPI orders
-      // messages within a communicator, and acks go on Loom's own (MPICH
-      // 5.0 was seen to deliver one after the barrier).
-      size_t n = runtime()->bytes_in_use();
-      for (int i = 0; i < 2000 && n != 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::microseconds(500));
-        n = runtime()->bytes_in_use();
-      }
-      EXPECT_EQ(n, 0u) << "staging not returned";
+      EXPECT_EQ(staging_in_use_settled(), 0u) << "staging not returned";
     }
   }
 };

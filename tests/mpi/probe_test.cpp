@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mpi/runtime.hpp"
+#include "staging_returned.hpp"
 #include "test_buffers.hpp"
 #include "transport/memtype.hpp"
 
@@ -27,7 +28,7 @@ class Probe : public ::testing::Test {
   void TearDown() override {
     MPI_Barrier(MPI_COMM_WORLD);
     if (runtime()) {
-      EXPECT_EQ(runtime()->bytes_in_use(), 0u) << "staging not returned";
+      EXPECT_EQ(staging_in_use_settled(), 0u) << "staging not returned";
     }
   }
   bool paired() const { return peer_ < world_size(); }
