@@ -50,6 +50,11 @@ int loom_set_method(const char* name);
  * MPI_SUCCESS, or MPI_ERR_ARG for an unknown name. For benchmarks. */
 int loom_set_coll_method(const char* name);
 
+/* How many collectives on device buffers this process has run as schedules
+ * of Loom's point-to-point messages: nonblocking calls (MPI_I...) and each
+ * MPI_Start of a persistent one (MPI_..._init). For tests and benchmarks. */
+int loom_coll_schedules(long long* count);
+
 /* Why a device message of `count` elements of `type` moves as it does: its
  * canonical form and kernel layout, the model's predicted one-way time of
  * each method (from loom-measure's profile; "no profile" without one) and

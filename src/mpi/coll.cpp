@@ -16,7 +16,9 @@
 #include "mpi/coll_args.hpp"
 #include "mpi/coll_call.hpp"
 #include "mpi/coll_engines.hpp"
+#include "mpi/coll_schedule.hpp"
 #include "mpi/next.hpp"
+#include "mpi/runtime.hpp"
 
 // The persistent forms' names, where the MPI has them.
 #if defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
@@ -74,9 +76,25 @@ namespace engines = loom::mpi::engines;
     return c.nonblocking(req, [&] { return LOOM_NEXT(MPI_##IName)(LOOM_P call_args, req); }); \
   }
 #ifdef LOOM_INIT_FN
-#define LOOM_PERSISTENT(Name, params, call_args, describe)                                   \
+// Where the engine runs the MPI_I... form as a schedule, every MPI_Start
+// runs it again (coll_schedule.hpp's persistent_schedule); else the MPI's
+// own _init, on host mirrors. The arguments are kept for the starts (MPI
+// forbids changing the arrays before the request is freed).
+#define LOOM_PERSISTENT(Name, params, call_args, describe, engine)                           \
   static_assert(sizeof(&LOOM_PINIT_FN(Name)) != 0, "not an MPI function");                   \
   int LOOM_INIT_FN(Name)(LOOM_P params, MPI_Info info, MPI_Request * req) {                  \
+    auto loom_run_ = [=](MPI_Request* loom_sreq_) mutable -> int {                           \
+      Call c(comm, #Name "_init");                                                           \
+      c.buffers(LOOM_P call_args);                                                           \
+      LOOM_P describe;                                                                       \
+      if (c.error() != MPI_SUCCESS) return loom::mpi::kNoSchedule;                           \
+      c.schedule_into(loom_sreq_);                                                           \
+      LOOM_P engine;                                                                         \
+      return loom::mpi::kNoSchedule;                                                         \
+    };                                                                                       \
+    if (int loom_rc_;                                                                        \
+        loom::runtime() && loom::mpi::persistent_schedule(comm, loom_run_, req, &loom_rc_))  \
+      return loom_rc_;                                                                       \
     Call c(comm, #Name "_init");                                                             \
     c.buffers(LOOM_P call_args);                                                             \
     LOOM_P describe;                                                                         \
@@ -84,7 +102,7 @@ namespace engines = loom::mpi::engines;
         req, [&] { return LOOM_NEXT_OF(LOOM_INIT_FN(Name))(LOOM_P call_args, info, req); }); \
   }
 #else
-#define LOOM_PERSISTENT(Name, params, call_args, describe)
+#define LOOM_PERSISTENT(Name, params, call_args, describe, engine)
 #endif
 // All three forms of a collective. `engine` may finish a blocking call
 // (return) through a faster engine than the host mirrors; it sees the
@@ -92,7 +110,7 @@ namespace engines = loom::mpi::engines;
 #define LOOM_COLLECTIVE(Name, IName, params, call_args, describe, engine) \
   LOOM_BLOCKING(Name, IName, params, call_args, describe, engine)         \
   LOOM_NONBLOCKING(IName, params, call_args, describe, engine)            \
-  LOOM_PERSISTENT(Name, params, call_args, describe)
+  LOOM_PERSISTENT(Name, params, call_args, describe, engine)
 
 extern "C" {
 

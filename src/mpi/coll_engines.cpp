@@ -951,3 +951,9 @@ extern "C" int loom_set_coll_method(const char* name) {
   rt->coll_method.store(m, std::memory_order_relaxed);
   return MPI_SUCCESS;
 }
+
+extern "C" int loom_coll_schedules(long long* count) {
+  if (!count) return MPI_ERR_ARG;
+  *count = loom::mpi::schedules_started();
+  return MPI_SUCCESS;
+}

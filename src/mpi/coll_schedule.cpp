@@ -5,22 +5,35 @@
 #include <mutex>
 
 #include "mpi/errors.hpp"
+#include "mpi/requests.hpp"
+#include "mpi/runtime.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi {
 namespace {
 
-// A schedule in flight: its messages' requests and the caller's request.
+// A schedule in flight: its messages' requests and the caller's request
+// (a generalized request, or a persistent collective's round).
 struct Live {
   std::shared_ptr<Schedule> s;
   std::vector<MPI_Request> reqs;
   MPI_Request greq = MPI_REQUEST_NULL;
+  std::shared_ptr<PersistentSchedule> round;
   MPI_Comm comm = MPI_COMM_NULL;
   int rc = MPI_SUCCESS;
   std::atomic<bool> busy{false};  // a thread is testing it
 };
 
 thread_local bool g_posting = false;
+
+// How start_schedule hands out what it starts: a generalized request (the
+// MPI_I... forms), nothing at all (a persistent _init asking whether its
+// engine would schedule), or a persistent collective's round.
+enum class Posting { kRequest, kTry, kRound };
+thread_local Posting g_how = Posting::kRequest;
+thread_local bool g_reached = false;  // start_schedule ran since g_how was set
+thread_local std::shared_ptr<PersistentSchedule> g_round;
+std::atomic<long long> g_started{0};
 
 std::mutex g_mu;
 std::vector<std::shared_ptr<Live>> g_live;
@@ -99,11 +112,127 @@ bool advance(Live& l) {
 
 }  // namespace
 
+// A persistent collective of Loom's: the caller's request is `recv`'s
+// persistent receive of `result` from this process, on a private duplicate
+// of MPI_COMM_SELF with a tag of the request's own.
+struct PersistentSchedule {
+  ScheduleRun run;
+  MPI_Comm comm = MPI_COMM_NULL;  // the caller's (its error handler)
+  int tag = 0;
+  int result = MPI_SUCCESS;  // the last round's error code, as received
+  PersistentSchedule() = default;
+  PersistentSchedule(const PersistentSchedule&) = delete;
+  PersistentSchedule& operator=(const PersistentSchedule&) = delete;
+  ~PersistentSchedule();
+};
+
+namespace {
+
+std::mutex g_self_mu;
+MPI_Comm g_self = MPI_COMM_NULL;
+std::vector<int> g_free_tags;  // tags of freed persistent collectives
+int g_next_tag = 0;
+
+// The private self communicator and a tag no live persistent collective has.
+int take_tag(MPI_Comm* self, int* tag) {
+  std::lock_guard<std::mutex> lk(g_self_mu);
+  if (g_self == MPI_COMM_NULL) {
+    if (int rc = PMPI_Comm_dup(MPI_COMM_SELF, &g_self); rc != MPI_SUCCESS) return rc;
+    PMPI_Comm_set_errhandler(g_self, MPI_ERRORS_RETURN);
+  }
+  *self = g_self;
+  if (!g_free_tags.empty()) {
+    *tag = g_free_tags.back();
+    g_free_tags.pop_back();
+  } else if (g_next_tag < 32767) {  // MPI_TAG_UB is at least this
+    *tag = g_next_tag++;
+  } else {
+    return MPI_ERR_TAG;
+  }
+  return MPI_SUCCESS;
+}
+
+// Completes p's started receive with the round's error code: a message to
+// self of one int, which MPIs deliver at once (eagerly).
+void end_round(PersistentSchedule& p, int rc) {
+  MPI_Comm self;
+  {
+    std::lock_guard<std::mutex> lk(g_self_mu);
+    self = g_self;
+  }
+  if (PMPI_Send(&rc, 1, MPI_INT, 0, p.tag, self) != MPI_SUCCESS)
+    LOOM_LOG(kError, kMpi, "a persistent collective's round could not complete its request");
+}
+
+}  // namespace
+
+PersistentSchedule::~PersistentSchedule() {
+  if (tag < 0) return;
+  std::lock_guard<std::mutex> lk(g_self_mu);
+  g_free_tags.push_back(tag);
+}
+
+bool persistent_schedule(MPI_Comm comm, ScheduleRun run, MPI_Request* req, int* rc) {
+  if (!req) return false;  // the mirrors' path reports it
+  g_how = Posting::kTry;
+  g_reached = false;
+  MPI_Request ignored = MPI_REQUEST_NULL;
+  (void)run(&ignored);
+  g_how = Posting::kRequest;
+  if (!g_reached) return false;
+  auto p = std::make_shared<PersistentSchedule>();
+  p->run = std::move(run);
+  p->comm = comm;
+  MPI_Comm self = MPI_COMM_NULL;
+  if ((*rc = take_tag(&self, &p->tag)) != MPI_SUCCESS) {
+    p->tag = -1;
+    *rc = raise(comm, *rc, "no tag left for another persistent collective");
+    return true;
+  }
+  if ((*rc = PMPI_Recv_init(&p->result, 1, MPI_INT, 0, p->tag, self, req)) != MPI_SUCCESS) {
+    *rc = raise(comm, *rc, "a persistent collective's request could not be made");
+    return true;
+  }
+  PendingOp tmpl;
+  tmpl.kind = PendingOp::Kind::kColl;
+  tmpl.comm = comm;
+  tmpl.sched = std::move(p);
+  runtime()->requests.add_persistent(*req, std::move(tmpl));
+  return true;
+}
+
+int start_persistent(const std::shared_ptr<PersistentSchedule>& p, MPI_Request* r) {
+  if (int rc = PMPI_Start(r); rc != MPI_SUCCESS) return raise(p->comm, rc, "MPI_Start failed");
+  runtime()->requests.started(*r);
+  g_how = Posting::kRound;
+  g_round = p;
+  g_reached = false;
+  MPI_Request ignored = MPI_REQUEST_NULL;
+  int rc = p->run(&ignored);
+  const bool posted = g_reached && rc == MPI_SUCCESS;
+  g_how = Posting::kRequest;
+  g_round.reset();
+  if (rc == kNoSchedule)  // the engine took this call at _init: it must now
+    rc = raise(p->comm, MPI_ERR_INTERN, "a persistent collective's schedule did not start");
+  if (!posted) end_round(*p, rc);  // nothing in flight: the round is over
+  return rc;
+}
+
+int persistent_result(const PersistentSchedule& p) {
+  return p.result;
+}
+
+long long schedules_started() {
+  return g_started.load(std::memory_order_relaxed);
+}
+
 int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req) {
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   MPI_Comm twin = MPI_COMM_NULL;
   if (int rc = twin_of(comm, &twin); rc != MPI_SUCCESS)
     return raise(comm, rc, "no private communicator for a nonblocking collective");
+  g_reached = true;
+  if (g_how == Posting::kTry) return MPI_SUCCESS;  // the twin is made; nothing posted
   auto l = std::make_shared<Live>();
   l->comm = comm;
   l->s = std::move(s);
@@ -126,13 +255,18 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
     MPI_Waitall(static_cast<int>(l->reqs.size()), l->reqs.data(), MPI_STATUSES_IGNORE);
     return raise(comm, rc, "posting a nonblocking collective's messages failed");
   }
-  auto* extra = new std::shared_ptr<Live>(l);
-  if ((rc = PMPI_Grequest_start(query, release, no_cancel, extra, req)) != MPI_SUCCESS) {
-    delete extra;
-    MPI_Waitall(static_cast<int>(l->reqs.size()), l->reqs.data(), MPI_STATUSES_IGNORE);
-    return raise(comm, rc, "MPI_Grequest_start failed");
+  if (g_how == Posting::kRound) {
+    l->round = g_round;
+  } else {
+    auto* extra = new std::shared_ptr<Live>(l);
+    if ((rc = PMPI_Grequest_start(query, release, no_cancel, extra, req)) != MPI_SUCCESS) {
+      delete extra;
+      MPI_Waitall(static_cast<int>(l->reqs.size()), l->reqs.data(), MPI_STATUSES_IGNORE);
+      return raise(comm, rc, "MPI_Grequest_start failed");
+    }
+    l->greq = *req;
   }
-  l->greq = *req;
+  g_started.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lk(g_mu);
     g_live.push_back(l);
@@ -162,14 +296,17 @@ void progress_schedules() {
   }
   for (auto& l : now) {
     if (l->busy.exchange(true, std::memory_order_acquire)) continue;  // another thread has it
-    const bool done = l->greq != MPI_REQUEST_NULL && advance(*l);
+    const bool done = (l->greq != MPI_REQUEST_NULL || l->round) && advance(*l);
     if (done) {
       {
         std::lock_guard<std::mutex> lk(g_mu);
         g_live.erase(std::remove(g_live.begin(), g_live.end(), l), g_live.end());
         g_count.fetch_sub(1, std::memory_order_release);
       }
-      PMPI_Grequest_complete(l->greq);
+      if (l->round)
+        end_round(*l->round, l->rc);
+      else
+        PMPI_Grequest_complete(l->greq);
     }
     l->busy.store(false, std::memory_order_release);
   }

@@ -51,6 +51,33 @@ struct Schedule {
 // *req. Errors go through comm's handler.
 int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req);
 
+// The persistent forms (MPI-4 MPI_..._init, Open MPI 4.1's MPIX_..._init).
+// `run` makes the call's engine start a schedule into the request it is
+// given, as the MPI_I... form does, and returns its result, or kNoSchedule
+// where the engine leaves the call to the host mirrors.
+//
+//   MPIX_Allreduce_init(...) --> run once, posting nothing: would it schedule?
+//                                yes: *req = a persistent receive of Loom's
+//   MPI_Start(req)           --> start that receive, run (posts the messages)
+//   (schedule done)          --> a message to self with the round's error
+//                                code completes the receive: MPI_Wait, Test
+//                                and their kin work on it unchanged
+//
+// The receive is on a private duplicate of MPI_COMM_SELF, with a tag of its
+// own. Returns false where the call takes the mirrors (nothing was made);
+// true with the call's result in *rc otherwise.
+constexpr int kNoSchedule = -1;
+using ScheduleRun = std::function<int(MPI_Request*)>;
+bool persistent_schedule(MPI_Comm comm, ScheduleRun run, MPI_Request* req, int* rc);
+
+// A persistent collective of Loom's (a request persistent_schedule made).
+struct PersistentSchedule;
+// MPI_Start of such a request r (guards.cpp): r is active once it returns,
+// also when the round failed to start (its completion reports the error).
+int start_persistent(const std::shared_ptr<PersistentSchedule>& p, MPI_Request* r);
+// The error code of r's last round, once r completed (requests.cpp's finish).
+int persistent_result(const PersistentSchedule& p);
+
 // Tests the messages of every schedule in flight and completes the requests
 // of those done (each completion call runs it first).
 void progress_schedules();
@@ -58,6 +85,9 @@ void progress_schedules();
 // zero-copy ones, which complete only once the receiver has read them:
 // the collective would then wait for a peer's completion call.
 bool posting_schedule();
+
+// Schedules started so far in this process (loom_coll_schedules()).
+long long schedules_started();
 
 // Some schedule is in flight: a blocking completion call must poll, since
 // the MPI alone would never complete its request.

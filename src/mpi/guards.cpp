@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include "mpi/coll_call.hpp"
+#include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
@@ -75,6 +76,7 @@ int start_one(MPI_Request* r) {
   Probed kept;
   const bool loom_request = rt && r && (rt->rv || rt->requests.has_persistent_colls()) &&
                             rt->requests.persistent_template(*r, &tmpl);
+  if (loom_request && tmpl.sched) return start_persistent(tmpl.sched, r);  // a collective's round
   const bool mirrored = loom_request && tmpl.kind == PendingOp::Kind::kColl;
   const bool device_recv = mirrored && tmpl.user;  // collectives' templates have none
   if (loom_request && rt->rv && (!mirrored || device_recv) &&

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "mpi/coll_call.hpp"
+#include "mpi/coll_schedule.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/rendezvous.hpp"
@@ -414,6 +415,10 @@ int finish(PendingOp& op, MPI_Status& st) {
     return st.MPI_ERROR;
   }
   // Before the status is read: an MPI need not fill in a collective's.
+  if (op.kind == PendingOp::Kind::kColl && op.sched) {  // the round's error code came
+    st.MPI_ERROR = persistent_result(*op.sched);
+    return st.MPI_ERROR;
+  }
   if (op.kind == PendingOp::Kind::kColl) {
     Status s = op.mirrors->up();
     if (s.is_ok()) return MPI_SUCCESS;

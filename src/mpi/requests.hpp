@@ -19,6 +19,7 @@
 namespace loom::mpi {
 
 class MirrorSet;
+struct PersistentSchedule;
 
 struct PendingOp {
   // kHostRecv: a receive into host memory, watched only while the device
@@ -53,8 +54,10 @@ struct PendingOp {
   int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
   // kDone: the status (and error) the completion reports.
   MPI_Status done{};
-  // kColl: the call's mirrors (shared with a persistent request's template).
+  // kColl: the call's mirrors (shared with a persistent request's template),
+  // or, for a persistent collective run as schedules, that (mirrors null).
   std::shared_ptr<MirrorSet> mirrors;
+  std::shared_ptr<PersistentSchedule> sched;
   // kSend by the device method: the sequence number of the message whose
   // pack may still read the user's buffer; completion waits for it.
   uint64_t packing = 0;

@@ -2283,6 +2283,93 @@ TEST_F(Coll, NonblockingCompletesWhilePeerBlocksElsewhere) {
   be.release(sum, true);
 }
 
+#if LOOM_HAVE_PCOLL
+// Persistent collectives started round after round, with new inputs each
+// time: an Allreduce, an Alltoall and a Bcast started together. Where every
+// collective runs as a schedule (LOOM_COLL_METHOD=node with the device
+// method on), each start must be one, and the rounds obey MPI's progress
+// rule as the nonblocking forms do (rank 0 waits for rank 1's token, which
+// rank 1 sends after its own completion call, before its own). Elsewhere the
+// MPI's persistent requests run on mirrors; MPICH 4.0 does their local
+// copies at _init (kPersistentStarts), so they get one round.
+TEST_F(Coll, PersistentRoundsRunAsSchedules) {
+  const int P = x_.size, me = x_.rank;
+  const char* method = std::getenv("LOOM_COLL_METHOD");
+  const bool schedules = backend().device_path() && method && std::string(method) == "node";
+  const int rounds = schedules ? 4 : kPersistentStarts;
+  constexpr int kInts = 1 << 14;  // 64 KiB a peer
+  const size_t all = static_cast<size_t>(kInts) * static_cast<size_t>(P);
+  Backend& be = backend();
+  void* s = be.alloc(all * sizeof(int), true);
+  void* r = be.alloc(all * sizeof(int), true);
+  void* sum = be.alloc(sizeof(int) * kInts, true);
+  void* bc = be.alloc(sizeof(int) * kInts, true);
+  auto value = [](int rank, size_t i, int round) {
+    return rank * 1000003 + static_cast<int>(i) * 7 + round * 13;
+  };
+  auto fill = [&](int round) {
+    std::vector<int> h(all);
+    for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
+    be.put(s, h.data(), all * sizeof(int), true);
+    if (me == 0) be.put(bc, h.data(), sizeof(int) * kInts, true);  // the Bcast's root
+  };
+  fill(0);
+  std::vector<MPI_Request> req(3, MPI_REQUEST_NULL);
+  ASSERT_EQ(LOOM_PCOLL(Allreduce)(s, sum, kInts, MPI_INT, MPI_SUM, x_.comm, MPI_INFO_NULL, &req[0]),
+            MPI_SUCCESS);
+  ASSERT_EQ(
+      LOOM_PCOLL(Alltoall)(s, kInts, MPI_INT, r, kInts, MPI_INT, x_.comm, MPI_INFO_NULL, &req[1]),
+      MPI_SUCCESS);
+  ASSERT_EQ(LOOM_PCOLL(Bcast)(bc, kInts, MPI_INT, 0, x_.comm, MPI_INFO_NULL, &req[2]), MPI_SUCCESS);
+  for (int round = 0; round < rounds; ++round) {
+    Watchdog::get().note("persistent collectives, round " + std::to_string(round));
+    if (round > 0) fill(round);
+    long long before = 0, after = 0;
+    loom_coll_schedules(&before);
+    ASSERT_EQ(MPI_Startall(3, req.data()), MPI_SUCCESS);
+    loom_coll_schedules(&after);
+    if (schedules) {
+      EXPECT_EQ(after - before, 3) << rank_tag() << "round " << round;
+    }
+    int token = 0;
+    if (round % 2 == 1 && P > 1 && me == 0) {
+      PMPI_Recv(&token, 1, MPI_INT, 1, 78, x_.ctrl, MPI_STATUS_IGNORE);
+      EXPECT_EQ(MPI_Waitall(3, req.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    } else if (round % 2 == 1) {
+      for (auto& q : req) EXPECT_EQ(MPI_Wait(&q, MPI_STATUS_IGNORE), MPI_SUCCESS);
+      if (me == 1) PMPI_Send(&token, 1, MPI_INT, 0, 78, x_.ctrl);
+    } else {
+      for (int flag = 0, guard = 0; !flag && guard < 100000000; ++guard)
+        ASSERT_EQ(MPI_Testall(3, req.data(), &flag, MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    }
+    for (auto& q : req) EXPECT_NE(q, MPI_REQUEST_NULL) << "a persistent request was freed";
+    std::vector<int> got(all), want(all);
+    be.get(got.data(), r, all * sizeof(int), true);
+    for (size_t i = 0; i < all; ++i) {
+      const int p = static_cast<int>(i / kInts);
+      want[i] = value(p, static_cast<size_t>(me) * kInts + i % kInts, round);
+    }
+    EXPECT_EQ(got, want) << rank_tag() << "MPI_Alltoall_init, round " << round;
+    got.resize(kInts);
+    want.resize(kInts);
+    be.get(got.data(), sum, sizeof(int) * kInts, true);
+    for (size_t i = 0; i < static_cast<size_t>(kInts); ++i) {
+      want[i] = 0;
+      for (int p = 0; p < P; ++p) want[i] += value(p, i, round);
+    }
+    EXPECT_EQ(got, want) << rank_tag() << "MPI_Allreduce_init, round " << round;
+    be.get(got.data(), bc, sizeof(int) * kInts, true);
+    for (size_t i = 0; i < static_cast<size_t>(kInts); ++i) want[i] = value(0, i, round);
+    EXPECT_EQ(got, want) << rank_tag() << "MPI_Bcast_init, round " << round;
+  }
+  for (auto& q : req) EXPECT_EQ(MPI_Request_free(&q), MPI_SUCCESS);
+  be.release(s, true);
+  be.release(r, true);
+  be.release(sum, true);
+  be.release(bc, true);
+}
+#endif
+
 // Buffers freed and allocated again between calls, at overlapping
 // addresses (cudaMalloc hands a freed range out again): the node engine
 // lends user buffers as they lie, and a peer still mapping a freed one must
