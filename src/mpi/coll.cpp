@@ -88,7 +88,7 @@ namespace engines = loom::mpi::engines;
       c.buffers(LOOM_P call_args);                                                           \
       LOOM_P describe;                                                                       \
       if (c.error() != MPI_SUCCESS) return loom::mpi::kNoSchedule;                           \
-      c.schedule_into(loom_sreq_);                                                           \
+      c.schedule_into(loom_sreq_, true);                                                     \
       LOOM_P engine;                                                                         \
       return loom::mpi::kNoSchedule;                                                         \
     };                                                                                       \

@@ -122,7 +122,12 @@ class Call {
   // A nonblocking call: the engines may run it as a schedule of messages
   // whose request goes to *req (coll_schedule.hpp); null for the others.
   MPI_Request* request() const { return req_; }
-  void schedule_into(MPI_Request* req) { req_ = req; }
+  // `persistent`: each MPI_Start of a persistent request runs the schedule.
+  void schedule_into(MPI_Request* req, bool persistent = false) {
+    req_ = req;
+    persistent_ = persistent;
+  }
+  bool persistent_form() const { return persistent_; }
 
  private:
   using Setter = std::function<void(void*)>;  // puts the mirror in the caller's argument
@@ -173,6 +178,7 @@ class Call {
   int rank_ = 0, size_ = 1;
   int err_ = MPI_SUCCESS;
   MPI_Request* req_ = nullptr;
+  bool persistent_ = false;
   const char* err_what_ = nullptr;
   std::vector<Pending> pending_;
   std::shared_ptr<MirrorSet> set_;

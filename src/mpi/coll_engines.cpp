@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "coll/nccl_engine.hpp"
 #include "coll/node_engine.hpp"
@@ -10,6 +11,7 @@
 #include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
+#include "mpi/neighbor_order.hpp"
 #include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
@@ -167,8 +169,6 @@ bool schedule_gate(const Call& c, int64_t bytes) {
 }
 
 int start(Call& c, std::shared_ptr<Schedule> s) {
-  LOOM_DEBUG(kMpi, "%s: a schedule of %zu receives and %zu sends", c.fn(), s->recvs.size(),
-             s->sends.size());
   return start_schedule(c.comm(), std::move(s), c.request());
 }
 
@@ -194,9 +194,9 @@ struct Blocks {
   std::vector<TypeRegistry::Entry> keep;  // the types' entries, while in use
   bool can = true;
   int64_t bytes = 0;  // sent and received here
-  // Receive block i pairs by key i ^ 1 (a Cartesian grid under Open MPI,
-  // set by neighbor_lists), else by i.
-  bool by_direction = false;
+  // How receive block i pairs with a repeated neighbour's sends: by key
+  // pairing_key(pairing, i) (neighbor_order.hpp; set by neighbor_lists).
+  Pairing pairing = Pairing::kPosting;
   // The same blocks as messages, whatever their memory (a nonblocking
   // call's schedule), with their places in the argument lists: the MPIs'
   // own nonblocking neighbour collectives pair repeated neighbours' blocks
@@ -211,13 +211,13 @@ struct Blocks {
     if (peer == MPI_PROC_NULL || count == 0) return;
     if (count > 0 && type_size(t) > 0) {
       SchedMsg m{const_cast<char*>(static_cast<const char*>(buf)) + at, count, t, peer};
-      (send ? sends : recvs).emplace_back(i, m);
+      (send ? sends : recvs).emplace_back(send ? i : pairing_key(pairing, i), m);
     }
     if (!can) return;
     TypeRegistry::Entry k;
     coll::Block b;
     b.peer = peer;
-    b.key = by_direction ? i ^ 1 : i;
+    b.key = pairing_key(pairing, i);
     b.part = part(buf ? static_cast<const char*>(buf) + at : nullptr, count, t, &k);
     if (!b.part.ok() || b.part.msg.bytes == 0) {
       can = can && b.part.ok();
@@ -398,10 +398,13 @@ bool schedule_fold(Call& c, MPI_Datatype t, MPI_Op op, int64_t bytes, const Fold
 // (its alltoall is the agreement), and in auto mode a rank whose blocks
 // hold fewer than LOOM_COLL_NODE_MIN bytes declines there.
 bool run_blocks(Call& c, Blocks& b, int* rc) {
+  // A pairing the MPI was not seen to follow leaves the call to it, on
+  // every rank alike (each asked the same MPI).
+  if (b.pairing == Pairing::kUnknown) return false;
   if (c.request()) {
 #if !(defined(OPEN_MPI) && OPEN_MPI)
-    // MPICH 4.0 pairs a repeated or self neighbour's blocks in an order of
-    // its own (see plain()); whether a rank has such neighbours is its own.
+    // ... which a schedule cannot decline alone (neighbor_lists): under
+    // MPICH the neighbour collectives' request forms stay the MPI's own.
     if (b.neighbor) return false;
 #endif
     return schedule_gate(c, INT64_MAX) && schedule_blocks(c, b, rc);  // sizes differ by rank
@@ -418,42 +421,20 @@ std::vector<int> every_rank(int n) {
   return v;
 }
 
-// Whether the engine matches the MPI's own blocks on these neighbours.
-// Open MPI's pairing of repeated neighbours is known (by direction on
-// Cartesian grids, in posting order on graphs). MPICH 4.0's blocking
-// neighbour collectives were seen (2026-11-23) to pair a repeated or self
-// neighbour's blocks in neither order, so there the engine declines them.
-bool plain(MPI_Comm comm, const std::vector<int>& sources, const std::vector<int>& dests) {
-#if defined(OPEN_MPI) && OPEN_MPI
-  (void)comm;
-  (void)sources;
-  (void)dests;
-  return true;
-#else
-  int me = 0;
-  PMPI_Comm_rank(comm, &me);
-  for (const auto* list : {&sources, &dests})
-    for (size_t i = 0; i < list->size(); ++i) {
-      const int p = (*list)[i];
-      if (p == MPI_PROC_NULL) continue;
-      if (p == me) return false;
-      for (size_t j = 0; j < i; ++j)
-        if ((*list)[j] == p) return false;
-    }
-  return true;
-#endif
-}
-
 // The ranks a topology communicator's neighbour collectives receive from
 // and send to, in MPI's order (MPI_PROC_NULL at the edges of a
-// non-periodic grid), and how receive blocks pair with sends; false
-// without a topology (every rank alike). Where the engine would not pair
-// blocks as the MPI does, *can turns false: this rank declines in the
-// exchange, so all take the mirrors.
-bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* dests,
-                    bool* by_direction, bool* can) {
+// non-periodic grid), and how the MPI's own `call` in this form pairs a
+// repeated neighbour's blocks (no call: the allgathers, whose blocks to a
+// neighbour are all alike); false without a topology (every rank alike).
+bool topology_lists(const Call& c, std::optional<NeighborCall> call, std::vector<int>* sources,
+                    std::vector<int>* dests, Pairing* pairing) {
+  const MPI_Comm comm = c.comm();
   int topo = MPI_UNDEFINED;
   if (PMPI_Topo_test(comm, &topo) != MPI_SUCCESS) return false;
+  const CallForm form = !c.request()          ? CallForm::kBlocking
+                        : c.persistent_form() ? CallForm::kPersistent
+                                              : CallForm::kNonblocking;
+  *pairing = call ? neighbor_pairing(topo, *call, form) : Pairing::kPosting;
   if (topo == MPI_CART) {
     int nd = 0;
     if (PMPI_Cartdim_get(comm, &nd) != MPI_SUCCESS) return false;
@@ -464,16 +445,6 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
       sources->push_back(hi);
     }
     *dests = *sources;
-    // Where a rank is a neighbour twice (a periodic dimension of 1 or 2),
-    // Open MPI's blocking neighbour collectives land what a rank sends up a
-    // dimension in the receiver's block from below (MPI-4's rule, by
-    // direction); MPICH's follow the posting order.
-#if defined(OPEN_MPI) && OPEN_MPI
-    *by_direction = true;
-#else
-    *by_direction = false;
-#endif
-    *can = *can && plain(comm, *sources, *dests);
     return true;
   }
   if (topo == MPI_GRAPH) {
@@ -483,7 +454,6 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
     sources->resize(static_cast<size_t>(n));
     if (n > 0 && PMPI_Graph_neighbors(comm, rank, n, sources->data()) != MPI_SUCCESS) return false;
     *dests = *sources;
-    *can = *can && plain(comm, *sources, *dests);
     return true;
   }
   if (topo == MPI_DIST_GRAPH) {
@@ -492,15 +462,28 @@ bool neighbor_lists(MPI_Comm comm, std::vector<int>* sources, std::vector<int>* 
     sources->resize(static_cast<size_t>(in));
     dests->resize(static_cast<size_t>(out));
     std::vector<int> sw(static_cast<size_t>(in) + 1), dw(static_cast<size_t>(out) + 1);
-    if (PMPI_Dist_graph_neighbors(comm, in, sources->data(), weighted ? sw.data() : MPI_UNWEIGHTED,
-                                  out, dests->data(),
-                                  weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS) {
-      *can = *can && plain(comm, *sources, *dests);
-      return true;
-    }
-    return false;
+    return PMPI_Dist_graph_neighbors(comm, in, sources->data(),
+                                     weighted ? sw.data() : MPI_UNWEIGHTED, out, dests->data(),
+                                     weighted ? dw.data() : MPI_UNWEIGHTED) == MPI_SUCCESS;
   }
   return false;
+}
+
+// topology_lists, and where this rank cannot take part in the node engine's exchange,
+// *can turns false (every rank then declines there).
+bool neighbor_lists(const Call& c, std::optional<NeighborCall> call, std::vector<int>* sources,
+                    std::vector<int>* dests, Pairing* pairing, bool* can) {
+  if (!topology_lists(c, call, sources, dests, pairing)) return false;
+#if !(defined(OPEN_MPI) && OPEN_MPI)
+  // MPICH 4.0's Neighbor_alltoallw put other bytes than Loom's engines
+  // where a rank is its own neighbour on a distributed graph, with mixed
+  // block types (seen 2026-11-27, not understood): such a rank declines.
+  for (const auto* list : {sources, dests})
+    for (int p : *list) *can = *can && p != c.rank();
+#else
+  (void)can;
+#endif
+  return true;
 }
 
 }  // namespace
@@ -603,7 +586,7 @@ bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.can)) return false;
   b.add_each(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
@@ -614,7 +597,7 @@ bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* 
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.can)) return false;
   b.add_each(true, s, dst, sc, st);
   b.add_v(false, r, src, rcs, displs, rt);
   return run_blocks(c, b, rc);
@@ -625,7 +608,8 @@ bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r,
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoall, &src, &dst, &b.pairing, &b.can))
+    return false;
   b.add_even(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
@@ -636,7 +620,8 @@ bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, M
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoallv, &src, &dst, &b.pairing, &b.can))
+    return false;
   b.add_v(true, s, dst, scs, sd, st);
   b.add_v(false, r, src, rcs, rd, rt);
   return run_blocks(c, b, rc);
@@ -648,7 +633,8 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c.comm(), &src, &dst, &b.by_direction, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoallw, &src, &dst, &b.pairing, &b.can))
+    return false;
   b.add_w(true, s, dst, scs, sd, sts);
   b.add_w(false, r, src, rcs, rd, rts);
   return run_blocks(c, b, rc);

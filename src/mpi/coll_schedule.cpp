@@ -4,7 +4,9 @@
 #include <atomic>
 #include <mutex>
 
+#include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
+#include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
@@ -17,6 +19,14 @@ namespace {
 struct Live {
   std::shared_ptr<Schedule> s;
   std::vector<MPI_Request> reqs;
+  // Receives taken as bytes (as_bytes()): unpacked from host_scratch[i]
+  // into the receive once every message has completed, with a copy of its
+  // type (the caller may free its own once the call has returned).
+  std::vector<std::pair<size_t, SchedMsg>> unpacks;
+  ~Live() {
+    for (auto& u : unpacks) PMPI_Type_free(&u.second.type);
+  }
+  MPI_Comm twin = MPI_COMM_NULL;
   MPI_Request greq = MPI_REQUEST_NULL;
   std::shared_ptr<PersistentSchedule> round;
   MPI_Comm comm = MPI_COMM_NULL;
@@ -91,6 +101,29 @@ int twin_of(MPI_Comm comm, MPI_Comm* out) {
   return MPI_SUCCESS;
 }
 
+// Whether a receive of a schedule must take its message as bytes. A host
+// receive of a typed buffer may meet a device-method header (128 bytes),
+// which Loom reads back from the buffer; MPICH 4.0 fails such a receive
+// when the header ends inside one of the type's elements, or past the
+// buffer, through MPI_COMM_WORLD's handler in MPI_Request_get_status (seen
+// 2026-11-27). Open MPI delivers the bytes whole.
+bool as_bytes(const SchedMsg& m, size_t* bytes) {
+#if defined(OPEN_MPI) && OPEN_MPI
+  (void)m;
+  (void)bytes;
+  return false;
+#else
+  int size = 0;
+  if (m.count <= 0 || PMPI_Type_size(m.type, &size) != MPI_SUCCESS || size <= 0 ||
+      on_device(m.buf, m.count, m.type))
+    return false;
+  const int64_t n = int64_t{m.count} * size;
+  if (n >= kHeaderBytes && kHeaderBytes % size == 0) return false;
+  *bytes = static_cast<size_t>(std::max<int64_t>(n, kHeaderBytes));
+  return true;
+#endif
+}
+
 // Tests l's messages; finishes it once all completed. True when done.
 bool advance(Live& l) {
   int flag = 0;
@@ -102,8 +135,15 @@ bool advance(Live& l) {
     // One failed: the others still complete before the request does.
     LOOM_LOG(kError, kMpi, "nonblocking collective: a message failed (%d)", rc);
     MPI_Waitall(static_cast<int>(l.reqs.size()), l.reqs.data(), MPI_STATUSES_IGNORE);
-  } else if (l.s->finish) {
-    rc = l.s->finish();
+  } else {
+    for (auto& [i, m] : l.unpacks) {
+      std::vector<char>& bytes = l.s->host_scratch[i];
+      int pos = 0;
+      if (rc == MPI_SUCCESS)
+        rc = PMPI_Unpack(bytes.data(), static_cast<int>(bytes.size()), &pos, m.buf, m.count, m.type,
+                         l.twin);
+    }
+    if (rc == MPI_SUCCESS && l.s->finish) rc = l.s->finish();
   }
   l.rc = rc;
   l.s.reset();  // scratch back now
@@ -160,6 +200,7 @@ void end_round(PersistentSchedule& p, int rc) {
     std::lock_guard<std::mutex> lk(g_self_mu);
     self = g_self;
   }
+  LOOM_DEBUG(kMpi, "persistent collective (tag %d): round over (%d)", p.tag, rc);
   if (PMPI_Send(&rc, 1, MPI_INT, 0, p.tag, self) != MPI_SUCCESS)
     LOOM_LOG(kError, kMpi, "a persistent collective's round could not complete its request");
 }
@@ -193,6 +234,7 @@ bool persistent_schedule(MPI_Comm comm, ScheduleRun run, MPI_Request* req, int* 
     *rc = raise(comm, *rc, "a persistent collective's request could not be made");
     return true;
   }
+  LOOM_DEBUG(kMpi, "persistent collective (tag %d): made", p->tag);
   PendingOp tmpl;
   tmpl.kind = PendingOp::Kind::kColl;
   tmpl.comm = comm;
@@ -233,14 +275,26 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
     return raise(comm, rc, "no private communicator for a nonblocking collective");
   g_reached = true;
   if (g_how == Posting::kTry) return MPI_SUCCESS;  // the twin is made; nothing posted
+  LOOM_DEBUG(kMpi, "a collective's schedule: %zu receives and %zu sends%s", s->recvs.size(),
+             s->sends.size(), g_how == Posting::kRound ? " (a persistent request's round)" : "");
   auto l = std::make_shared<Live>();
   l->comm = comm;
   l->s = std::move(s);
   int rc = MPI_SUCCESS;
   g_posting = true;
+  l->twin = twin;
   for (const SchedMsg& m : l->s->recvs) {
     MPI_Request r;
-    if ((rc = MPI_Irecv(m.buf, m.count, m.type, m.peer, 0, twin, &r)) != MPI_SUCCESS) break;
+    SchedMsg post = m;
+    if (size_t bytes = 0; as_bytes(m, &bytes)) {
+      SchedMsg into = m;
+      if ((rc = PMPI_Type_dup(m.type, &into.type)) != MPI_SUCCESS) break;
+      l->s->host_scratch.emplace_back(bytes);
+      l->unpacks.emplace_back(l->s->host_scratch.size() - 1, into);
+      post = {l->s->host_scratch.back().data(), static_cast<int>(bytes), MPI_BYTE, m.peer};
+    }
+    if ((rc = MPI_Irecv(post.buf, post.count, post.type, m.peer, 0, twin, &r)) != MPI_SUCCESS)
+      break;
     l->reqs.push_back(r);
   }
   for (size_t i = 0; rc == MPI_SUCCESS && i < l->s->sends.size(); ++i) {
