@@ -3,8 +3,9 @@
 // Alltoall(v,w) and the neighbour collectives, each in its blocking,
 // nonblocking (MPI_I...) and persistent (MPI-4 ..._init; Open MPI 4.1's
 // MPIX_..._init) forms. Host buffers go straight to the MPI. Device buffers
-// take the node-local engine where it applies (src/coll), else the MPI's own
-// collective runs on host mirrors of them (coll_call.hpp), which holds for
+// take the node-local engine where it applies (src/coll), the nonblocking
+// and persistent forms schedules of Loom's messages (coll_schedule.hpp),
+// else the MPI's own collective runs on host mirrors of them (coll_call.hpp), which holds for
 // every datatype and op, user-defined ones included. MPI_Barrier moves no
 // data (mpi/blocking.cpp).
 #include <mpi.h>
