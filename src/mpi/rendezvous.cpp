@@ -273,13 +273,7 @@ Status Rendezvous::send_chunks(transport::Mover& mover, const transport::Message
     return staged.status();
   }
   out.hold = std::move(staged.value());
-  *hdr = Header{};
-  hdr->magic = kMagic;
-  hdr->nonce = nonce_;
-  hdr->seq = seq;
-  hdr->sender = world_rank_;
-  hdr->kind = kChunks;
-  hdr->bytes = static_cast<uint64_t>(m.bytes);
+  *hdr = new_header(kChunks, seq, static_cast<uint64_t>(m.bytes));
   hdr->offset = chunk;
   hdr->check = checksum(*hdr);
   chunked_.fetch_add(1, std::memory_order_relaxed);
@@ -356,14 +350,8 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     mem_->release(seg.value());
     return s;
   }
-  *hdr = Header{};
-  hdr->magic = kMagic;
-  hdr->nonce = nonce_;
-  hdr->seq = seq;
-  hdr->bytes = static_cast<uint64_t>(m.bytes);
-  hdr->sender = world_rank_;
+  *hdr = new_header(by_channel ? kChannel : kSegment, seq, static_cast<uint64_t>(m.bytes));
   if (by_channel) {
-    hdr->kind = kChannel;
     hdr->check = checksum(*hdr);
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -377,14 +365,21 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   }
   hdr->handle = seg->handle;
   hdr->check = checksum(*hdr);
-  keep_lent(hdr->seq, seg.value());
+  std::lock_guard<std::mutex> lk(mu_);  // until its ack
+  lent_.emplace(hdr->seq, seg.value());
+  n_lent_.fetch_add(1, std::memory_order_release);
   return Status::ok();
 }
 
-void Rendezvous::keep_lent(uint64_t seq, const transport::Segment& seg) {
-  std::lock_guard<std::mutex> lk(mu_);
-  lent_.emplace(seq, seg);
-  n_lent_.fetch_add(1, std::memory_order_release);
+Header Rendezvous::new_header(int32_t kind, uint64_t seq, uint64_t bytes) const {
+  Header h;
+  h.magic = kMagic;
+  h.nonce = nonce_;
+  h.seq = seq;
+  h.sender = world_rank_;
+  h.kind = kind;
+  h.bytes = bytes;
+  return h;
 }
 
 Status Rendezvous::share_stream_arena(MPI_Comm comm) {
@@ -438,13 +433,7 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
   if (!arena_) return Status(Err::kNoMemory, "no stream arena");
   auto at = arena_->take(static_cast<size_t>(m.bytes));
   if (!at) return Status(Err::kNoMemory, "the stream arena is full");
-  *hdr = Header{};
-  hdr->magic = kMagic;
-  hdr->nonce = nonce_;
-  hdr->seq = next_seq_.fetch_add(1);
-  hdr->bytes = static_cast<uint64_t>(m.bytes);
-  hdr->sender = world_rank_;
-  hdr->kind = kSegment;
+  *hdr = new_header(kSegment, next_seq_.fetch_add(1), static_cast<uint64_t>(m.bytes));
   hdr->offset = *at;
   hdr->handle = arena_seg_.handle;
   hdr->check = checksum(*hdr);
@@ -717,14 +706,8 @@ Status Rendezvous::lend_region(const void* data, size_t span, uint64_t packed, u
                                int to, Header* hdr, MPI_Request* ack) {
   auto ex = mem_->export_user(data, span);
   if (!ex) return ex.status();
-  *hdr = Header{};
-  hdr->magic = kMagic;
+  *hdr = new_header(kZeroCopy, next_seq_.fetch_add(1), packed);
   hdr->layout = layout;
-  hdr->nonce = nonce_;
-  hdr->seq = next_seq_.fetch_add(1);
-  hdr->sender = world_rank_;
-  hdr->kind = kZeroCopy;
-  hdr->bytes = packed;
   hdr->offset = ex->offset;
   hdr->handle = ex->handle;
   hdr->check = checksum(*hdr);

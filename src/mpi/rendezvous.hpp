@@ -291,9 +291,11 @@ class Rendezvous {
   bool flush_stop_ = false;  // under flush_mu_
   std::thread flusher_;
   std::mutex mu_;
-  std::unordered_map<uint64_t, transport::Segment> lent_;       // by seq
-  void keep_lent(uint64_t seq, const transport::Segment& seg);  // until its ack
-  transport::Segment arena_seg_;                                // under arena_mu_ while made
+  std::unordered_map<uint64_t, transport::Segment> lent_;  // by seq
+  // A header of this rank's: magic, nonce, sender and the given fields
+  // (the caller sets the rest, then its check).
+  Header new_header(int32_t kind, uint64_t seq, uint64_t bytes) const;
+  transport::Segment arena_seg_;  // under arena_mu_ while made
   std::unique_ptr<transport::Arena> arena_;
   std::mutex arena_mu_;
   std::unordered_map<uint64_t, std::pair<size_t, size_t>>

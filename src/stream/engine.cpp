@@ -281,9 +281,9 @@ void Engine::run() {
         return;  // at finalize, staging a stream may still hold goes with the pools
       if (stop_) {
         // At finalize: what a stream never reached cannot finish.
-        const auto now = std::chrono::steady_clock::now();
-        if (stop_at == std::chrono::steady_clock::time_point{}) stop_at = now;
-        if (now - stop_at > std::chrono::seconds(10)) {
+        const auto at = std::chrono::steady_clock::now();
+        if (stop_at == std::chrono::steady_clock::time_point{}) stop_at = at;
+        if (at - stop_at > std::chrono::seconds(10)) {
           LOOM_WARN(kMpi, "finalize: %zu enqueued operations never reached by their stream",
                     waiting.size() + active.size());
           return;
@@ -294,6 +294,7 @@ void Engine::run() {
         incoming_.pop_front();
       }
     }
+    const auto now = std::chrono::steady_clock::now();  // this pass's clock
     bool did = false;
     // Post in submission order: positions only grow, so an operation whose
     // trigger is reached has every earlier one of its lane reached too.
@@ -311,8 +312,7 @@ void Engine::run() {
     for (auto it = active.begin(); it != active.end();) {
       if (!test(**it)) {
         Op& op = **it;
-        if (!op.overdue &&
-            std::chrono::steady_clock::now() - op.posted_at > std::chrono::seconds(10)) {
+        if (!op.overdue && now - op.posted_at > std::chrono::seconds(10)) {
           op.overdue = true;  // a hang shows here first
           LOOM_WARN(kMpi, "enqueued %s with peer %d, tag %d: not complete 10 s after it was posted",
                     op.kind == Op::Kind::kSend   ? "send"
@@ -339,7 +339,6 @@ void Engine::run() {
       (*it)->ch->in_flight.fetch_sub(1);
       it = retiring.erase(it);
     }
-    const auto now = std::chrono::steady_clock::now();
     // Segments lent by enqueued sends come back as their acks arrive; a
     // program that only enqueues makes no other call of Loom's to take them.
     if (Runtime* rt = runtime(); rt->rv && rt->rv->lends() && now - last_reap > kReapEvery) {
