@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <mutex>
 
 #include "mpi/device_message.hpp"
@@ -9,6 +10,7 @@
 #include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
+#include "mpi/type_registry.hpp"
 #include "util/log.hpp"
 
 namespace loom::mpi {
@@ -41,7 +43,8 @@ thread_local bool g_posting = false;
 // engine would schedule), or a persistent collective's round.
 enum class Posting { kRequest, kTry, kRound };
 thread_local Posting g_how = Posting::kRequest;
-thread_local bool g_reached = false;  // start_schedule ran since g_how was set
+thread_local bool g_reached = false;                   // start_schedule ran since g_how was set
+thread_local std::vector<MPI_Datatype> g_tried_types;  // kTry: the types the schedule uses
 thread_local std::shared_ptr<PersistentSchedule> g_round;
 std::atomic<long long> g_started{0};
 
@@ -160,6 +163,8 @@ struct PersistentSchedule {
   MPI_Comm comm = MPI_COMM_NULL;  // the caller's (its error handler)
   int tag = 0;
   int result = MPI_SUCCESS;  // the last round's error code, as received
+  // The types the starts pass to the MPI: the user may free them after _init.
+  std::vector<std::unique_ptr<TypePin>> pins;
   PersistentSchedule() = default;
   PersistentSchedule(const PersistentSchedule&) = delete;
   PersistentSchedule& operator=(const PersistentSchedule&) = delete;
@@ -217,11 +222,13 @@ bool persistent_schedule(MPI_Comm comm, ScheduleRun run, MPI_Request* req, int* 
   if (!req) return false;  // the mirrors' path reports it
   g_how = Posting::kTry;
   g_reached = false;
+  g_tried_types.clear();
   MPI_Request ignored = MPI_REQUEST_NULL;
   (void)run(&ignored);
   g_how = Posting::kRequest;
   if (!g_reached) return false;
   auto p = std::make_shared<PersistentSchedule>();
+  for (MPI_Datatype t : g_tried_types) p->pins.push_back(std::make_unique<TypePin>(t));
   p->run = std::move(run);
   p->comm = comm;
   MPI_Comm self = MPI_COMM_NULL;
@@ -274,7 +281,13 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
   if (int rc = twin_of(comm, &twin); rc != MPI_SUCCESS)
     return raise(comm, rc, "no private communicator for a nonblocking collective");
   g_reached = true;
-  if (g_how == Posting::kTry) return MPI_SUCCESS;  // the twin is made; nothing posted
+  if (g_how == Posting::kTry) {  // the twin is made; nothing posted
+    for (const auto* list : {&s->recvs, &s->sends})
+      for (const SchedMsg& m : *list)
+        if (std::find(g_tried_types.begin(), g_tried_types.end(), m.type) == g_tried_types.end())
+          g_tried_types.push_back(m.type);
+    return MPI_SUCCESS;
+  }
   LOOM_DEBUG(kMpi, "a collective's schedule: %zu receives and %zu sends%s", s->recvs.size(),
              s->sends.size(), g_how == Posting::kRound ? " (a persistent request's round)" : "");
   auto l = std::make_shared<Live>();

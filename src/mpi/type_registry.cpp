@@ -1,5 +1,7 @@
 #include "mpi/type_registry.hpp"
 
+#include "mpi/next.hpp"
+#include "mpi/runtime.hpp"
 #include "type/from_mpi.hpp"
 #include "util/log.hpp"
 
@@ -113,6 +115,20 @@ size_t TypeRegistry::size() const {
 size_t TypeRegistry::interned_forms() const {
   std::shared_lock lk(mu_);
   return forms_.size();
+}
+
+TypePin::TypePin(MPI_Datatype t) {
+  Runtime* rt = runtime();
+  if (!rt || t == MPI_DATATYPE_NULL || type::is_predefined(t)) return;
+  rt->types.pin(t);
+  t_ = t;
+}
+
+TypePin::~TypePin() {
+  Runtime* rt = runtime();
+  if (t_ == MPI_DATATYPE_NULL || !rt || !rt->types.unpin(t_)) return;
+  rt->types.release(t_);
+  LOOM_NEXT(MPI_Type_free)(&t_);
 }
 
 }  // namespace loom::mpi

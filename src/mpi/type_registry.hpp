@@ -75,4 +75,19 @@ class TypeRegistry {
   std::unordered_map<MPI_Datatype, Pin> pins_;
 };
 
+// Holds a user's datatype for an operation that passes it to the MPI later
+// (a direct send or receive, an MPIS request, a persistent collective's
+// starts): an MPI_Type_free meanwhile takes effect when the last holder
+// lets go (TypeRegistry::pin).
+class TypePin {
+ public:
+  explicit TypePin(MPI_Datatype t);
+  ~TypePin();
+  TypePin(const TypePin&) = delete;
+  TypePin& operator=(const TypePin&) = delete;
+
+ private:
+  MPI_Datatype t_ = MPI_DATATYPE_NULL;
+};
+
 }  // namespace loom::mpi

@@ -50,20 +50,6 @@ int classify(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffe
   return MPI_SUCCESS;
 }
 
-TypePin::TypePin(MPI_Datatype t) {
-  Runtime* rt = runtime();
-  if (!rt || t == MPI_DATATYPE_NULL || type::is_predefined(t)) return;
-  rt->types.pin(t);
-  t_ = t;
-}
-
-TypePin::~TypePin() {
-  Runtime* rt = runtime();
-  if (t_ == MPI_DATATYPE_NULL || !rt || !rt->types.unpin(t_)) return;
-  rt->types.release(t_);
-  LOOM_NEXT(MPI_Type_free)(&t_);
-}
-
 bool direct_on() {
   Runtime* rt = runtime();
   return rt && rt->rv && rt->rv->lends() && knob_true(knobs().test_stream_direct);

@@ -19,23 +19,12 @@
 
 #include <mpi.h>
 
+#include "mpi/type_registry.hpp"
 #include "stream/engine.hpp"
 
 namespace loom::stream {
 
-// Holds a user's datatype for an operation that passes it to the MPI later
-// (a direct send or receive, an MPIS request): an MPI_Type_free meanwhile
-// takes effect when the last holder lets go (TypeRegistry::pin).
-class TypePin {
- public:
-  explicit TypePin(MPI_Datatype t);
-  ~TypePin();
-  TypePin(const TypePin&) = delete;
-  TypePin& operator=(const TypePin&) = delete;
-
- private:
-  MPI_Datatype t_ = MPI_DATATYPE_NULL;
-};
+using mpi::TypePin;  // mpi/type_registry.hpp
 
 struct Buffer {
   // kDirect: a device buffer the stream thread hands to Loom's own
