@@ -61,14 +61,17 @@ namespace engines = loom::mpi::engines;
           });                                                           \
     });                                                                 \
   }
+// A call `c` named `what`, its buffers and mirrors described.
+#define LOOM_DESCRIBED(what, call_args, describe) \
+  Call c(comm, what);                             \
+  c.buffers(LOOM_P call_args);                    \
+  LOOM_P describe;
 // The engine runs after `describe` (which only registers the mirrors), so
 // that argument errors found there go to the MPI's own call.
 #define LOOM_NONBLOCKING(IName, params, call_args, describe, engine)                          \
   static_assert(sizeof(&PMPI_##IName) != 0, "not an MPI function");                           \
   int MPI_##IName(LOOM_P params, MPI_Request* req) {                                          \
-    Call c(comm, "MPI_" #IName);                                                              \
-    c.buffers(LOOM_P call_args);                                                              \
-    LOOM_P describe;                                                                          \
+    LOOM_DESCRIBED("MPI_" #IName, call_args, describe)                                        \
     if (req && c.error() == MPI_SUCCESS) { /* alike on every rank, whatever its buffers */    \
       c.schedule_into(req);                                                                   \
       LOOM_P engine;                                                                          \
@@ -85,9 +88,7 @@ namespace engines = loom::mpi::engines;
   static_assert(sizeof(&LOOM_PINIT_FN(Name)) != 0, "not an MPI function");                   \
   int LOOM_INIT_FN(Name)(LOOM_P params, MPI_Info info, MPI_Request * req) {                  \
     auto loom_run_ = [=](MPI_Request* loom_sreq_) mutable -> int {                           \
-      Call c(comm, #Name "_init");                                                           \
-      c.buffers(LOOM_P call_args);                                                           \
-      LOOM_P describe;                                                                       \
+      LOOM_DESCRIBED(#Name "_init", call_args, describe)                                     \
       if (c.error() != MPI_SUCCESS) return loom::mpi::kNoSchedule;                           \
       c.schedule_into(loom_sreq_, true);                                                     \
       LOOM_P engine;                                                                         \
@@ -96,9 +97,7 @@ namespace engines = loom::mpi::engines;
     if (int loom_rc_;                                                                        \
         loom::runtime() && loom::mpi::persistent_schedule(comm, loom_run_, req, &loom_rc_))  \
       return loom_rc_;                                                                       \
-    Call c(comm, #Name "_init");                                                             \
-    c.buffers(LOOM_P call_args);                                                             \
-    LOOM_P describe;                                                                         \
+    LOOM_DESCRIBED(#Name "_init", call_args, describe)                                       \
     return c.persistent(                                                                     \
         req, [&] { return LOOM_NEXT_OF(LOOM_INIT_FN(Name))(LOOM_P call_args, info, req); }); \
   }

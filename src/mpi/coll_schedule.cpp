@@ -22,13 +22,10 @@ struct Live {
   std::shared_ptr<Schedule> s;
   std::vector<MPI_Request> reqs;
   // Receives taken as bytes (as_bytes()): unpacked from host_scratch[i]
-  // into the receive once every message has completed, with a copy of its
-  // type (the caller may free its own once the call has returned).
+  // into the receive once every message has completed; their types are
+  // pinned (the caller may free its own once the call has returned).
   std::vector<std::pair<size_t, SchedMsg>> unpacks;
-  ~Live() {
-    for (auto& u : unpacks) PMPI_Type_free(&u.second.type);
-  }
-  MPI_Comm twin = MPI_COMM_NULL;
+  std::vector<std::unique_ptr<TypePin>> pins;
   MPI_Request greq = MPI_REQUEST_NULL;
   std::shared_ptr<PersistentSchedule> round;
   MPI_Comm comm = MPI_COMM_NULL;
@@ -144,7 +141,7 @@ bool advance(Live& l) {
       int pos = 0;
       if (rc == MPI_SUCCESS)
         rc = PMPI_Unpack(bytes.data(), static_cast<int>(bytes.size()), &pos, m.buf, m.count, m.type,
-                         l.twin);
+                         l.comm);
     }
     if (rc == MPI_SUCCESS && l.s->finish) rc = l.s->finish();
   }
@@ -295,15 +292,13 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
   l->s = std::move(s);
   int rc = MPI_SUCCESS;
   g_posting = true;
-  l->twin = twin;
   for (const SchedMsg& m : l->s->recvs) {
     MPI_Request r;
     SchedMsg post = m;
     if (size_t bytes = 0; as_bytes(m, &bytes)) {
-      SchedMsg into = m;
-      if ((rc = PMPI_Type_dup(m.type, &into.type)) != MPI_SUCCESS) break;
+      l->pins.push_back(std::make_unique<TypePin>(m.type));
       l->s->host_scratch.emplace_back(bytes);
-      l->unpacks.emplace_back(l->s->host_scratch.size() - 1, into);
+      l->unpacks.emplace_back(l->s->host_scratch.size() - 1, m);
       post = {l->s->host_scratch.back().data(), static_cast<int>(bytes), MPI_BYTE, m.peer};
     }
     if ((rc = MPI_Irecv(post.buf, post.count, post.type, m.peer, 0, twin, &r)) != MPI_SUCCESS)

@@ -396,6 +396,7 @@ Status Rendezvous::share_stream_arena(MPI_Comm comm) {
         if (seg) {
           arena_seg_ = seg.value();
           arena_ = std::make_unique<transport::Arena>(arena_seg_.size);
+          arena_live_.store(arena_.get(), std::memory_order_release);
         } else {
           LOOM_WARN(kTransport, "no stream arena (%s): enqueued device messages are staged",
                     seg.status().message().c_str());
@@ -408,8 +409,8 @@ Status Rendezvous::share_stream_arena(MPI_Comm comm) {
     transport::PeerHandle handle;
   } mine;
   mine.world = world_rank_;
-  mine.has = arena_ ? 1 : 0;
-  if (arena_) mine.handle = arena_seg_.handle;
+  mine.has = arena() ? 1 : 0;
+  if (arena()) mine.handle = arena_seg_.handle;
   int n = 0;
   PMPI_Comm_size(comm, &n);
   std::vector<Entry> all(static_cast<size_t>(n));
@@ -430,8 +431,9 @@ Status Rendezvous::share_stream_arena(MPI_Comm comm) {
 
 Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) {
   progress(/*flush=*/false);  // blocks acked since come back first
-  if (!arena_) return Status(Err::kNoMemory, "no stream arena");
-  auto at = arena_->take(static_cast<size_t>(m.bytes));
+  transport::Arena* a = arena();
+  if (!a) return Status(Err::kNoMemory, "no stream arena");
+  auto at = a->take(static_cast<size_t>(m.bytes));
   if (!at) return Status(Err::kNoMemory, "the stream arena is full");
   *hdr = new_header(kSegment, next_seq_.fetch_add(1), static_cast<uint64_t>(m.bytes));
   hdr->offset = *at;
@@ -448,22 +450,22 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
 bool Rendezvous::release_arena_block(uint64_t seq) {
   auto it = arena_lent_.find(seq);
   if (it == arena_lent_.end()) return false;
-  arena_->give(it->second.first, it->second.second);
+  arena()->give(it->second.first, it->second.second);
   arena_lent_.erase(it);
   n_lent_.fetch_sub(1, std::memory_order_release);
   return true;
 }
 
 void* Rendezvous::arena_take(size_t bytes) {
-  if (!arena_) return nullptr;
-  auto at = arena_->take(bytes);
+  transport::Arena* a = arena();
+  if (!a) return nullptr;
+  auto at = a->take(bytes);
   return at ? static_cast<char*>(arena_seg_.ptr) + *at : nullptr;
 }
 
 void Rendezvous::arena_give(void* p, size_t bytes) {
-  if (arena_ && p)
-    arena_->give(static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(arena_seg_.ptr)),
-                 bytes);
+  if (transport::Arena* a = arena(); a && p)
+    a->give(static_cast<size_t>(static_cast<char*>(p) - static_cast<char*>(arena_seg_.ptr)), bytes);
 }
 
 void Rendezvous::stream_packed(uint64_t seq) {
@@ -1019,6 +1021,7 @@ void Rendezvous::shutdown() {
     }
     lent_.clear();
     arena_lent_.clear();
+    arena_live_.store(nullptr, std::memory_order_release);
     if (arena_ && mem_) mem_->release(arena_seg_);
     arena_.reset();
     for (auto& [seq, seg] : copies_)

@@ -295,9 +295,11 @@ class Rendezvous {
   // A header of this rank's: magic, nonce, sender and the given fields
   // (the caller sets the rest, then its check).
   Header new_header(int32_t kind, uint64_t seq, uint64_t bytes) const;
-  transport::Segment arena_seg_;  // under arena_mu_ while made
-  std::unique_ptr<transport::Arena> arena_;
+  transport::Segment arena_seg_;                        // under arena_mu_ while made
+  std::unique_ptr<transport::Arena> arena_;             // made once, under arena_mu_
+  std::atomic<transport::Arena*> arena_live_{nullptr};  // arena_, published to other threads
   std::mutex arena_mu_;
+  transport::Arena* arena() const { return arena_live_.load(std::memory_order_acquire); }
   std::unordered_map<uint64_t, std::pair<size_t, size_t>>
       arena_lent_;                         // seq -> (offset, bytes), under mu_
   bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's

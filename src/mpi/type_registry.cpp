@@ -128,7 +128,8 @@ TypePin::~TypePin() {
   Runtime* rt = runtime();
   if (t_ == MPI_DATATYPE_NULL || !rt || !rt->types.unpin(t_)) return;
   rt->types.release(t_);
-  LOOM_NEXT(MPI_Type_free)(&t_);
+  int done = 0;  // a schedule's last reference may go at exit
+  if (PMPI_Finalized(&done) == MPI_SUCCESS && !done) LOOM_NEXT(MPI_Type_free)(&t_);
 }
 
 }  // namespace loom::mpi

@@ -242,6 +242,8 @@ int64_t now_ms() {
       .count();
 }
 
+const char* kHow[] = {"MPI_Waitall", "MPI_Waitany", "MPI_Testsome", "MPI_Test/MPI_Wait"};
+
 // Completes every request of `reqs` with a completion call drawn per round.
 void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int how) {
   const int n = static_cast<int>(reqs.size());
@@ -250,15 +252,20 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
     case 0:
       if (MPI_Waitall(n, reqs.data(), sts.data()) != MPI_SUCCESS) fail("MPI_Waitall failed");
       return;
-    case 1:
+    case 1: {
+      std::vector<bool> seen(n, false);  // each request is reported once
       for (int left = n; left > 0; --left) {
         int idx;
         MPI_Status st;
         if (MPI_Waitany(n, reqs.data(), &idx, &st) != MPI_SUCCESS || idx == MPI_UNDEFINED)
           fail("MPI_Waitany failed");
+        if (idx < 0 || idx >= n || seen[idx] || reqs[idx] != MPI_REQUEST_NULL)
+          fail("MPI_Waitany reported request " + std::to_string(idx) + " again, or left it active");
+        seen[idx] = true;
         sts[idx] = st;
       }
       return;
+    }
     case 2: {
       std::vector<int> idx(n);
       std::vector<MPI_Status> got(n);
@@ -267,7 +274,11 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
         if (MPI_Testsome(n, reqs.data(), &outc, idx.data(), got.data()) != MPI_SUCCESS ||
             outc == MPI_UNDEFINED)
           fail("MPI_Testsome failed");
-        for (int i = 0; i < outc; ++i) sts[idx[i]] = got[i];
+        for (int i = 0; i < outc; ++i) {
+          if (idx[i] < 0 || idx[i] >= n || reqs[idx[i]] != MPI_REQUEST_NULL)
+            fail("MPI_Testsome reported request " + std::to_string(idx[i]) + " and left it active");
+          sts[idx[i]] = got[i];
+        }
         left -= outc;
         if (outc == 0) std::this_thread::yield();
       }
@@ -288,7 +299,7 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
 }
 
 void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t round,
-                 bool spoil_order) {
+                 bool spoil_order, const std::string& how) {
   const std::string where = "thread " + std::to_string(thread) + " round " + std::to_string(round) +
                             " (" + style_name(r.style) + "): ";
   std::vector<const Msg*> mine;
@@ -313,10 +324,25 @@ void check_round(const Round& r, std::vector<Recv>& recvs, int thread, int64_t r
         break;
       }
     }
-    if (!m)
+    if (!m) {
+      // What the receive asked for, its whole status, and what it could have taken.
+      MPI_Count bytes = -1;
+      MPI_Get_elements_x(&v.st, MPI_BYTE, &bytes);
+      std::string could;
+      for (size_t c = 0; c < mine.size(); ++c)
+        if (matches(v, *mine[c]))
+          could += " [from " + std::to_string(mine[c]->src) + " tag " +
+                   std::to_string(mine[c]->tag) + " n " + std::to_string(mine[c]->n) + " seq " +
+                   std::to_string(mine[c]->seq) + (taken[c] ? " taken]" : "]");
       fail(where + "a message from " + std::to_string(src) + " tag " + std::to_string(tag) +
            " count " + std::to_string(n) + " header " + std::to_string(v.buf[e.off[0]]) + "/" +
-           std::to_string(v.buf[e.off[1]]) + " that was not sent, or arrived twice");
+           std::to_string(v.buf[e.off[1]]) + " that was not sent, or arrived twice (receive " +
+           std::to_string(&v - recvs.data()) + " of " + std::to_string(recvs.size()) + ": source " +
+           std::to_string(v.src) + " tag " + std::to_string(v.tag) + " type " +
+           std::to_string(v.rtype) + " cap " + std::to_string(v.cap) + "; status error " +
+           std::to_string(v.st.MPI_ERROR) + " bytes " + std::to_string(bytes) + "; " + how +
+           "; it matches" + could + ")");
+    }
     if (!matches(v, *m)) fail(where + "a receive took a message it does not match");
     taken[at] = true;
     v.got = m;
@@ -436,7 +462,8 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
     g_phase[thread] = 2;
     // Everything completes, receives and sends in one array or apart.
     const int how = pick(0, 3);
-    if (pick(0, 1)) {
+    const bool together = pick(0, 1);
+    if (together) {
       std::vector<MPI_Request> all;
       for (Recv& v : recvs) all.push_back(v.req);
       all.insert(all.end(), sreqs.begin(), sreqs.end());
@@ -462,7 +489,9 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
         v.buf[static_cast<size_t>(n - 1) * kElem[v.rtype].extent + kElem[v.rtype].off[3]] ^= 0x100;
         break;
       }
-    check_round(r, recvs, thread, round, spoil && o.corrupt == "order");
+    check_round(
+        r, recvs, thread, round, spoil && o.corrupt == "order",
+        "completed by " + std::string(kHow[how]) + (together ? " with the sends" : " apart"));
     ++s.rounds;
     // Everyone's receives are done before anyone sends the next round
     // (wildcards would take the next round's messages); rank 0's clock decides.
