@@ -101,27 +101,10 @@ int twin_of(MPI_Comm comm, MPI_Comm* out) {
   return MPI_SUCCESS;
 }
 
-// Whether a receive of a schedule must take its message as bytes. A host
-// receive of a typed buffer may meet a device-method header (128 bytes),
-// which Loom reads back from the buffer; MPICH 4.0 fails such a receive
-// when the header ends inside one of the type's elements, or past the
-// buffer, through MPI_COMM_WORLD's handler in MPI_Request_get_status (seen
-// 2026-11-27). Open MPI delivers the bytes whole.
+// Whether a receive of a schedule must take its message as bytes
+// (host_recv_as_bytes).
 bool as_bytes(const SchedMsg& m, size_t* bytes) {
-#if defined(OPEN_MPI) && OPEN_MPI
-  (void)m;
-  (void)bytes;
-  return false;
-#else
-  int size = 0;
-  if (m.count <= 0 || PMPI_Type_size(m.type, &size) != MPI_SUCCESS || size <= 0 ||
-      on_device(m.buf, m.count, m.type))
-    return false;
-  const int64_t n = int64_t{m.count} * size;
-  if (n >= kHeaderBytes && kHeaderBytes % size == 0) return false;
-  *bytes = static_cast<size_t>(std::max<int64_t>(n, kHeaderBytes));
-  return true;
-#endif
+  return host_recv_as_bytes(m.buf, m.count, m.type, bytes);
 }
 
 // Tests l's messages; finishes it once all completed. True when done.

@@ -133,8 +133,19 @@ int MPI_Recv_init(void* buf, int count, MPI_Datatype t, int src, int tag, MPI_Co
                   MPI_Request* r) {
   if (src != MPI_PROC_NULL && is_device(buf, count, t))
     return recv_init_device(buf, count, t, src, tag, comm, r);
-  int rc = LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r);
   loom::Runtime* rt = loom::runtime();
+  size_t bytes = 0;
+  if (src != MPI_PROC_NULL && r && rt && rt->rv && host_recv_as_bytes(buf, count, t, &bytes)) {
+    PendingOp op = host_recv_op(buf, count, t, comm, bytes);  // every start lands in op.bytes
+    int rc = LOOM_NEXT(MPI_Recv_init)(op.bytes->data(), static_cast<int>(bytes), MPI_BYTE, src, tag,
+                                      comm, r);
+    if (rc != MPI_SUCCESS) return rc;
+    op.source = src;
+    op.tag = tag;
+    rt->requests.add_persistent(*r, std::move(op));
+    return rc;
+  }
+  int rc = LOOM_NEXT(MPI_Recv_init)(buf, count, t, src, tag, comm, r);
   if (rc == MPI_SUCCESS && r && rt && rt->rv) {
     PendingOp op = host_recv_op(buf, count, t, comm);
     op.source = src;

@@ -467,6 +467,14 @@ int irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm
       return LOOM_NEXT(MPI_Irecv)(where, c, t, source, tag, comm, req);
     });
   if (!device) {
+    size_t bytes = 0;
+    if (watching_host_recvs() && req && host_recv_as_bytes(buf, count, type, &bytes)) {
+      PendingOp op = host_recv_op(buf, count, type, comm, bytes);
+      const int rc = LOOM_NEXT(MPI_Irecv)(op.bytes->data(), static_cast<int>(bytes), MPI_BYTE,
+                                          source, tag, comm, req);
+      if (rc == MPI_SUCCESS) runtime()->requests.add(*req, std::move(op));
+      return rc;
+    }
     int rc = LOOM_NEXT(MPI_Irecv)(buf, count, type, source, tag, comm, req);
     if (rc == MPI_SUCCESS && watching_host_recvs() && req)
       runtime()->requests.add(*req, host_recv_op(buf, count, type, comm));
@@ -542,8 +550,20 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, status);
     MPI_Status st;
-    int rc = LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, &st);
-    if (rc == MPI_SUCCESS) rc = after_host_recv(buf, count, type, comm, st);
+    int rc = MPI_SUCCESS;
+    if (size_t bytes = 0; host_recv_as_bytes(buf, count, type, &bytes)) {
+      std::vector<char> scratch(bytes);
+      rc = LOOM_NEXT(MPI_Recv)(scratch.data(), static_cast<int>(bytes), MPI_BYTE, source, tag, comm,
+                               &st);
+      MPI_Count received = 0;
+      if (rc == MPI_SUCCESS && MPI_Get_elements_x(&st, MPI_BYTE, &received) == MPI_SUCCESS &&
+          (rc = finish_bytes_recv(scratch.data(), static_cast<size_t>(received), buf, count, type,
+                                  comm, st)) != MPI_SUCCESS)
+        raise(comm, rc, "receive into a host buffer");
+    } else {
+      rc = LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, &st);
+      if (rc == MPI_SUCCESS) rc = after_host_recv(buf, count, type, comm, st);
+    }
     if (status != MPI_STATUS_IGNORE) *status = st;
     return rc;
   }
@@ -606,8 +626,10 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
   }
   // Host buffers go to the MPI's own, unless zero-copy senders may wait on
   // this rank (mpi/blocking.hpp): then as the device buffers below.
+  size_t bytes = 0;
   if (!on_device(sendbuf, sendcount, sendtype) && !on_device(recvbuf, recvcount, recvtype) &&
-      !must_poll()) {
+      !must_poll() &&
+      !(watching_host_recvs() && host_recv_as_bytes(recvbuf, recvcount, recvtype, &bytes))) {
     if (!watching_host_recvs())
       return LOOM_NEXT(MPI_Sendrecv)(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
                                      recvcount, recvtype, source, recvtag, comm, status);

@@ -1236,6 +1236,40 @@ int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI
   return pull_into_host(*rt->rv, h, buf, count, type, comm, st);
 }
 
+bool host_recv_as_bytes(const void* buf, int count, MPI_Datatype type, size_t* bytes) {
+#if defined(OPEN_MPI) && OPEN_MPI
+  (void)buf, (void)count, (void)type, (void)bytes;
+  return false;
+#else
+  int size = 0;
+  if (count <= 0 || PMPI_Type_size(type, &size) != MPI_SUCCESS || size <= 0 ||
+      on_device(buf, count, type))
+    return false;
+  const int64_t n = int64_t{count} * size;
+  if (n >= kHeaderBytes && kHeaderBytes % size == 0) return false;
+  const int64_t room = std::max<int64_t>(n, kHeaderBytes);
+  if (room > INT32_MAX) return false;
+  *bytes = static_cast<size_t>(room);
+  return true;
+#endif
+}
+
+int finish_bytes_recv(const void* scratch, size_t received, void* buf, int count, MPI_Datatype type,
+                      MPI_Comm comm, MPI_Status& st) {
+  Runtime* rt = runtime();
+  Header h;
+  if (rt && rt->rv && rt->rv->is_header(scratch, received, &h))
+    return pull_into_host(*rt->rv, h, buf, count, type, comm, st);
+  int size = 0;
+  PMPI_Type_size(type, &size);
+  const size_t capacity = static_cast<size_t>(count) * static_cast<size_t>(std::max(size, 0));
+  const size_t got = std::min(received, capacity);
+  unpack_typed_host(scratch, got, buf, count, type, comm);
+  MPI_Status_set_elements_x(&st, MPI_BYTE, static_cast<MPI_Count>(got));
+  st.MPI_ERROR = received > capacity ? MPI_ERR_TRUNCATE : MPI_SUCCESS;
+  return st.MPI_ERROR;
+}
+
 void unpack_typed_host(const void* packed, size_t n, void* buf, int count, MPI_Datatype type,
                        MPI_Comm comm) {
   DevicePlan p;

@@ -28,9 +28,10 @@ void keep_type(PendingOp& op, MPI_Datatype type) {
   });
 }
 
-PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm) {
+PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t bytes) {
   PendingOp op;
   op.kind = PendingOp::Kind::kHostRecv;
+  if (bytes > 0) op.bytes = std::make_shared<std::vector<char>>(bytes);
   op.user = buf;
   op.count = count;
   keep_type(op, type);
@@ -440,6 +441,13 @@ int finish(PendingOp& op, MPI_Status& st) {
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
+  if (op.kind == PendingOp::Kind::kHostRecv && op.bytes) {
+    MPI_Count received = 0;
+    MPI_Get_elements_x(&st, MPI_BYTE, &received);
+    return finish_bytes_recv(op.bytes->data(),
+                             static_cast<size_t>(std::max<MPI_Count>(received, 0)), op.user,
+                             op.count, op.completion_type(), op.comm, st);
+  }
   if (op.kind == PendingOp::Kind::kHostRecv)
     return check_typed_recv(op.user, op.count, op.completion_type(), op.comm, st);
   MPI_Count received = 0;

@@ -50,6 +50,8 @@ struct PendingOp {
   std::shared_ptr<MPI_Datatype> type_copy;
   MPI_Datatype completion_type() const { return type_copy ? *type_copy : mpi_type; }
   MPI_Comm comm = MPI_COMM_NULL;
+  // kHostRecv taken as bytes (host_recv_as_bytes): where the MPI puts them.
+  std::shared_ptr<std::vector<char>> bytes;
   // Persistent receive templates: what MPI_Start matches kept messages by.
   int source = MPI_ANY_SOURCE, tag = MPI_ANY_TAG;
   // kDone: the status (and error) the completion reports.
@@ -81,8 +83,9 @@ struct Landed {
 };
 void pull_together(const std::vector<Landed>& landed);
 
-// The op that watches a receive into host memory (kHostRecv).
-PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm);
+// The op that watches a receive into host memory (kHostRecv); with
+// `bytes` > 0, one whose message the MPI puts in op.bytes (host_recv_as_bytes).
+PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm, size_t bytes = 0);
 // Sets op.mpi_type to `type`, and op.type_copy to a copy of it where the
 // user may free it before completion reads it (a derived type).
 void keep_type(PendingOp& op, MPI_Datatype type);
