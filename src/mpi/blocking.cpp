@@ -26,7 +26,7 @@ void progress_loom() {
   progress_schedules();            // nonblocking collectives' messages
   if (rt->requests.empty()) return;
   rt->requests.progress();
-  if (rt->zero_copy_on()) rt->requests.finish_landed();
+  if (rt->zero_copy_on()) rt->requests.finish_landed(/*throttled=*/true);
 }
 
 int wait_polling(MPI_Request* r) {

@@ -139,6 +139,21 @@ int test_all(int n, MPI_Request reqs[], int* flag, MPI_Status st[]) {
 #endif
 }
 
+// Whether every request of reqs is complete, as MPI_Request_get_status
+// (Loom's, which waits for Loom's own part of an op) says; stops at the
+// first that is not. Nothing completes, so no handle can be reused meanwhile.
+bool all_complete(RequestTable& t, int n, const MPI_Request reqs[]) {
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    int done = 0, rc = MPI_SUCCESS;
+    if (!t.status_of(reqs[i], &done, MPI_STATUS_IGNORE, &rc))
+      rc = PMPI_Request_get_status(reqs[i], &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return true;  // the MPI's Testall reports it
+    if (!done) return false;
+  }
+  return true;
+}
+
 // MPI_Waitsome and MPI_Testsome (same arguments, `next` the MPI's own).
 using SomeFn = int (*)(int, MPI_Request[], int*, int[], MPI_Status[]);
 int some(SomeFn next, int n, MPI_Request reqs[], int* outcount, int indices[],
@@ -233,6 +248,12 @@ int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
   loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, statuses);
+  // Not all complete yet (the usual answer in a polling MPI_Waitall): said
+  // without taking every op out of the table and putting it back.
+  if (!all_complete(*t, n, reqs)) {
+    *flag = 0;
+    return MPI_SUCCESS;
+  }
   Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
   MPI_Status* st = statuses_or_local(statuses, n, local);

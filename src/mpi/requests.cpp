@@ -1,6 +1,7 @@
 #include "mpi/requests.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 #include "mpi/coll_call.hpp"
@@ -256,8 +257,12 @@ void pull_together(const std::vector<Landed>& landed) {
   }
 }
 
-void RequestTable::finish_landed() {
+void RequestTable::finish_landed(bool throttled) {
   if (empty()) return;
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (throttled && now - scanned_ns_.load(std::memory_order_relaxed) < kScanGapNs) return;
   stats::Scope phase(stats::kFinishLanded);
   using K = PendingOp::Kind;
   std::lock_guard<std::mutex> lk(mu_);  // held across: no completion call takes these meanwhile
@@ -274,6 +279,9 @@ void RequestTable::finish_landed() {
     sts.push_back(st);
     ops.push_back(&op);
   }
+  // A scan that found nothing holds the next throttled one off; one that
+  // found receives lets it come at once (more may be landing).
+  scanned_ns_.store(ops.empty() ? now : 0, std::memory_order_relaxed);
   std::vector<Landed> landed;
   for (size_t i = 0; i < ops.size(); ++i) landed.push_back({ops[i], &sts[i]});
   pull_together(landed);

@@ -106,8 +106,13 @@ class RequestTable {
   // r is one of Loom's, of kind k.
   bool holds(MPI_Request r, PendingOp::Kind k);
   // Zero-copy sends may be waiting for this rank to read: finishes every
-  // receive in the table whose request completed (finish_early).
-  void finish_landed();
+  // receive in the table whose request completed (finish_early). A scan
+  // asks the MPI about each receive, and MPI_Request_get_status runs the
+  // MPI's progress once for each that is not complete: `throttled` (a
+  // polling loop's call) skips the scan within kScanGapNs of the last one
+  // that found no receive landed.
+  void finish_landed(bool throttled = false);
+  static constexpr int64_t kScanGapNs = 10000;
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
 
   // MPI_Request_free on a device operation: it still completes, and its
@@ -136,6 +141,7 @@ class RequestTable {
   std::unordered_map<MPI_Request, PendingOp> persistent_;
   std::atomic<size_t> n_{0};
   std::atomic<size_t> n_colls_{0};
+  std::atomic<int64_t> scanned_ns_{0};  // the last finish_landed scan (steady clock)
 };
 
 // Finishes an op whose request completed without error: for receives,
