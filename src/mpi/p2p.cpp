@@ -30,6 +30,7 @@ using IsendFn = int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_
 
 // Packs a device message (planned) into staging; for spans, copies the span down.
 int stage_send(const void* buf, MPI_Comm comm, DevicePlan& p, transport::Staged& staged) {
+  stats::Scope phase(stats::kStageSend);
   if (!p.span()) {
     auto s = p.mover->pack(p.msg, buf);
     if (!s) return raise(comm, s.status());
@@ -284,7 +285,13 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
   auto hdr = std::make_shared<Header>();
-  if (MPI_Request ack; zero_copy_send(p, buf, comm, dest, hdr.get(), &ack)) {
+  MPI_Request ack;
+  bool zero_copy = false;
+  {
+    stats::Scope check(stats::kZeroCheck);
+    zero_copy = zero_copy_send(p, buf, comm, dest, hdr.get(), &ack);
+  }
+  if (zero_copy) {
     // The user's request is the ack's receive: the send completes when the
     // receiver has read the buffer. The header's own request is kept.
     {

@@ -861,6 +861,7 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   if (h.kind == kSegment && flags_) {
     // The sender enqueued the pack before it sent the header, so this ends
     // without any action of the sender's host thread.
+    stats::Scope phase(stats::kReadyWait);
     const auto t0 = std::chrono::steady_clock::now();
     bool warned = false;
     for (int i = 0;; ++i) {

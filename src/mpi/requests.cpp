@@ -41,6 +41,7 @@ PendingOp host_recv_op(void* buf, int count, MPI_Datatype type, MPI_Comm comm, s
 }
 
 void RequestTable::add(MPI_Request r, PendingOp op) {
+  stats::Scope phase(stats::kTableAdd);
   // A device-method send on a handle the MPI has shared before, and
   // complete now: its pack goes to the shared mark, not under the handle,
   // where another thread's completion of the same handle could take it and

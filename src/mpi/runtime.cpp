@@ -182,8 +182,9 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
       return transport::Method::kOneShot;
     case Choice::kStaged:
       return transport::Method::kStaged;
-    case Choice::kDevice:
-      return device_ok ? transport::Method::kDevice : transport::Method::kStaged;
+    case Choice::kDevice:  // below a header's size one-shot: its stream waits for no batch
+      if (device_ok) return transport::Method::kDevice;
+      return m.bytes < mpi::kHeaderBytes ? transport::Method::kOneShot : transport::Method::kStaged;
     case Choice::kAuto:
       break;
   }

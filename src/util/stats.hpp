@@ -21,7 +21,11 @@ namespace loom::stats {
   X(kPullWait, "pull: wait for copies and unpacks")                  \
   X(kAck, "acks sent")                                               \
   X(kProgress, "segments returned (acks polled)")                    \
-  X(kFinishLanded, "finish landed receives (zero-copy progress)")
+  X(kFinishLanded, "finish landed receives (zero-copy progress)")    \
+  X(kZeroCheck, "send: zero-copy decision")                          \
+  X(kTableAdd, "request table: op added")                            \
+  X(kReadyWait, "pull: wait for the sender's pack (ready word)")     \
+  X(kStageSend, "send: packed into host staging (waits for the GPU)")
 
 enum Phase : int {
 #define LOOM_STAT_ENUM(id, doc) id,

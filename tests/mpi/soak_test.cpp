@@ -242,6 +242,9 @@ int64_t now_ms() {
       .count();
 }
 
+// The requests of the array complete() is given that are receives (the first ones).
+thread_local size_t g_receives = 0;
+
 const char* kHow[] = {"MPI_Waitall", "MPI_Waitany", "MPI_Testsome", "MPI_Test/MPI_Wait"};
 
 // Completes every request of `reqs` with a completion call drawn per round.
@@ -259,8 +262,19 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
         MPI_Status st;
         if (MPI_Waitany(n, reqs.data(), &idx, &st) != MPI_SUCCESS || idx == MPI_UNDEFINED)
           fail("MPI_Waitany failed");
-        if (idx < 0 || idx >= n || seen[idx] || reqs[idx] != MPI_REQUEST_NULL)
-          fail("MPI_Waitany reported request " + std::to_string(idx) + " again, or left it active");
+        if (idx < 0 || idx >= n || seen[idx])
+          fail("MPI_Waitany reported request " + std::to_string(idx) + " of " + std::to_string(n) +
+               " again");
+        if (reqs[idx] != MPI_REQUEST_NULL) {
+          int flag = -1;
+          MPI_Status g;
+          MPI_Request_get_status(reqs[idx], &flag, &g);
+          fail("MPI_Waitany reported request " + std::to_string(idx) + " of " + std::to_string(n) +
+               (static_cast<size_t>(idx) < g_receives ? " (a receive)" : " (a send)") +
+               " and left it active (status: complete " + std::to_string(flag) + ", source " +
+               std::to_string(st.MPI_SOURCE) + " tag " + std::to_string(st.MPI_TAG) + ", error " +
+               std::to_string(st.MPI_ERROR) + ")");
+        }
         seen[idx] = true;
         sts[idx] = st;
       }
@@ -468,13 +482,16 @@ void worker(const Opts& o, int thread, MPI_Comm comm, Stats& s) {
       for (Recv& v : recvs) all.push_back(v.req);
       all.insert(all.end(), sreqs.begin(), sreqs.end());
       std::vector<MPI_Status> sts(all.size());
+      g_receives = recvs.size();
       complete(all, sts, how);
       for (size_t i = 0; i < recvs.size(); ++i) recvs[i].st = sts[i];
     } else {
       std::vector<MPI_Request> rq;
       for (Recv& v : recvs) rq.push_back(v.req);
       std::vector<MPI_Status> sts(rq.size()), ssts(sreqs.size());
+      g_receives = rq.size();
       complete(rq, sts, how);
+      g_receives = 0;
       for (size_t i = 0; i < recvs.size(); ++i) recvs[i].st = sts[i];
       complete(sreqs, ssts, (how + 1) % 4);
     }
