@@ -262,9 +262,17 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
         MPI_Status st;
         if (MPI_Waitany(n, reqs.data(), &idx, &st) != MPI_SUCCESS || idx == MPI_UNDEFINED)
           fail("MPI_Waitany failed");
-        if (idx < 0 || idx >= n || seen[idx])
+        if (idx < 0 || idx >= n || seen[idx]) {
+          MPI_Count bytes = -1;
+          MPI_Get_elements_x(&st, MPI_BYTE, &bytes);
           fail("MPI_Waitany reported request " + std::to_string(idx) + " of " + std::to_string(n) +
-               " again");
+               (static_cast<size_t>(idx) < g_receives ? " (a receive)" : " (a send)") +
+               " again, after " + std::to_string(n - left) + " reports; its handle is " +
+               (reqs[idx] == MPI_REQUEST_NULL ? "MPI_REQUEST_NULL" : "not null") +
+               "; status source " + std::to_string(st.MPI_SOURCE) + " tag " +
+               std::to_string(st.MPI_TAG) + " bytes " + std::to_string(bytes) + " error " +
+               std::to_string(st.MPI_ERROR));
+        }
         if (reqs[idx] != MPI_REQUEST_NULL) {
           int flag = -1;
           MPI_Status g;
