@@ -562,10 +562,8 @@ int recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm 
       std::vector<char> scratch(bytes);
       rc = LOOM_NEXT(MPI_Recv)(scratch.data(), static_cast<int>(bytes), MPI_BYTE, source, tag, comm,
                                &st);
-      MPI_Count received = 0;
-      if (rc == MPI_SUCCESS && MPI_Get_elements_x(&st, MPI_BYTE, &received) == MPI_SUCCESS &&
-          (rc = finish_bytes_recv(scratch.data(), static_cast<size_t>(received), buf, count, type,
-                                  comm, st)) != MPI_SUCCESS)
+      if (rc == MPI_SUCCESS &&
+          (rc = finish_bytes_recv(scratch.data(), buf, count, type, comm, st)) != MPI_SUCCESS)
         raise(comm, rc, "receive into a host buffer");
     } else {
       rc = LOOM_NEXT(MPI_Recv)(buf, count, type, source, tag, comm, &st);

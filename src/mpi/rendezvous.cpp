@@ -1255,8 +1255,11 @@ bool host_recv_as_bytes(const void* buf, int count, MPI_Datatype type, size_t* b
 #endif
 }
 
-int finish_bytes_recv(const void* scratch, size_t received, void* buf, int count, MPI_Datatype type,
-                      MPI_Comm comm, MPI_Status& st) {
+int finish_bytes_recv(const void* scratch, void* buf, int count, MPI_Datatype type, MPI_Comm comm,
+                      MPI_Status& st) {
+  MPI_Count n = 0;
+  MPI_Get_elements_x(&st, MPI_BYTE, &n);
+  const size_t received = static_cast<size_t>(std::max<MPI_Count>(n, 0));
   Runtime* rt = runtime();
   Header h;
   if (rt && rt->rv && rt->rv->is_header(scratch, received, &h))

@@ -397,11 +397,11 @@ int pull_into_host(Rendezvous& rv, const Header& h, void* buf, int count, MPI_Da
 // that through MPI_COMM_WORLD's handler (seen 2026-11-27). Open MPI
 // delivers the bytes whole: always false there.
 bool host_recv_as_bytes(const void* buf, int count, MPI_Datatype type, size_t* bytes);
-// Finishes a receive host_recv_as_bytes took as bytes: `received` bytes at
-// `scratch`, a device-method header or the message itself, into the
-// caller's typed host buffer; the status then counts the caller's bytes.
-int finish_bytes_recv(const void* scratch, size_t received, void* buf, int count, MPI_Datatype type,
-                      MPI_Comm comm, MPI_Status& st);
+// Finishes a receive host_recv_as_bytes took as bytes into `scratch`
+// (st: the MPI's status of it): a device-method header or the message
+// itself, into the caller's typed host buffer; st then counts its bytes.
+int finish_bytes_recv(const void* scratch, void* buf, int count, MPI_Datatype type, MPI_Comm comm,
+                      MPI_Status& st);
 // Unpacks n packed bytes into a typed host buffer as a receive would: whole
 // elements, then the leading bytes of a partial one where Loom reads the type.
 void unpack_typed_host(const void* packed, size_t n, void* buf, int count, MPI_Datatype type,

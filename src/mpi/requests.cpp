@@ -450,13 +450,9 @@ int finish(PendingOp& op, MPI_Status& st) {
   int cancelled = 0;
   MPI_Test_cancelled(&st, &cancelled);
   if (cancelled || op.kind == PendingOp::Kind::kSend) return MPI_SUCCESS;
-  if (op.kind == PendingOp::Kind::kHostRecv && op.bytes) {
-    MPI_Count received = 0;
-    MPI_Get_elements_x(&st, MPI_BYTE, &received);
-    return finish_bytes_recv(op.bytes->data(),
-                             static_cast<size_t>(std::max<MPI_Count>(received, 0)), op.user,
-                             op.count, op.completion_type(), op.comm, st);
-  }
+  if (op.kind == PendingOp::Kind::kHostRecv && op.bytes)
+    return finish_bytes_recv(op.bytes->data(), op.user, op.count, op.completion_type(), op.comm,
+                             st);
   if (op.kind == PendingOp::Kind::kHostRecv)
     return check_typed_recv(op.user, op.count, op.completion_type(), op.comm, st);
   MPI_Count received = 0;
