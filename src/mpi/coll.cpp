@@ -49,7 +49,9 @@ namespace engines = loom::mpi::engines;
   int MPI_##Name(LOOM_P params) {                                       \
     Call c(comm, "MPI_" #Name);                                         \
     c.buffers(LOOM_P call_args);                                        \
-    LOOM_P engine;                                                      \
+    if (c.active()) { /* Loom off (LOOM_DISABLE): the MPI's own */      \
+      LOOM_P engine;                                                    \
+    }                                                                   \
     LOOM_P describe;                                                    \
     return c.blocking([&] {                                             \
       return loom::mpi::blocking_call(                                  \
@@ -72,7 +74,7 @@ namespace engines = loom::mpi::engines;
   static_assert(sizeof(&PMPI_##IName) != 0, "not an MPI function");                           \
   int MPI_##IName(LOOM_P params, MPI_Request* req) {                                          \
     LOOM_DESCRIBED("MPI_" #IName, call_args, describe)                                        \
-    if (req && c.error() == MPI_SUCCESS) { /* alike on every rank, whatever its buffers */    \
+    if (req && c.active() && c.error() == MPI_SUCCESS) { /* alike on every rank */            \
       c.schedule_into(req);                                                                   \
       LOOM_P engine;                                                                          \
       c.schedule_into(nullptr);                                                               \

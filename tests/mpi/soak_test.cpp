@@ -11,7 +11,8 @@
 //
 //   mpirun -np 4 loom_soak [--seconds S] [--threads T] [--window W] [--seed N]
 //   --device: buffers in GPU memory (the GPU machine); --corrupt data|order:
-//   the checks' self-test (a byte flipped, two arrivals swapped, once).
+//   the checks' self-test (a byte flipped, two arrivals swapped, once);
+//   --plain with LOOM_DISABLE=1: the MPI alone, to tell its faults from Loom's.
 //
 // Each thread has its own communicator (a dup of MPI_COMM_WORLD), so the
 // order of its sends and receives is its program order. A round: every rank
@@ -52,6 +53,7 @@ struct Opts {
   uint64_t seed = 20261123;
   double stall = 120;   // seconds without a round finished: a deadlock
   bool device = false;  // buffers in GPU memory (CUDA builds), not the host test mode
+  bool plain = false;   // the MPI alone (LOOM_DISABLE=1): tells the MPI's faults from Loom's
   std::string corrupt;  // self-test: "data" or "order" is spoilt once and must be reported
 };
 
@@ -245,6 +247,7 @@ int64_t now_ms() {
 // The requests of the array complete() is given that are receives (the first ones).
 thread_local size_t g_receives = 0;
 
+constexpr int kUnwritten = -77;
 const char* kHow[] = {"MPI_Waitall", "MPI_Waitany", "MPI_Testsome", "MPI_Test/MPI_Wait"};
 
 // Completes every request of `reqs` with a completion call drawn per round.
@@ -258,10 +261,13 @@ void complete(std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& sts, int 
     case 1: {
       std::vector<bool> seen(n, false);  // each request is reported once
       for (int left = n; left > 0; --left) {
-        int idx;
+        int idx = kUnwritten;  // an index the call left unwritten shows as such
         MPI_Status st;
         if (MPI_Waitany(n, reqs.data(), &idx, &st) != MPI_SUCCESS || idx == MPI_UNDEFINED)
           fail("MPI_Waitany failed");
+        if (idx == kUnwritten)
+          fail("MPI_Waitany returned without writing the index, after " + std::to_string(n - left) +
+               " reports of " + std::to_string(n));
         if (idx < 0 || idx >= n || seen[idx]) {
           MPI_Count bytes = -1;
           MPI_Get_elements_x(&st, MPI_BYTE, &bytes);
@@ -535,6 +541,10 @@ bool parse(int argc, char** argv, Opts* o) {
       o->device = true;
       continue;
     }
+    if (k == "--plain") {
+      o->plain = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     const char* v = argv[++i];
     if (k == "--seconds")
@@ -564,7 +574,8 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, &o)) {
     std::fprintf(stderr,
                  "usage: mpirun -np 4 loom_soak [--seconds S | --minutes M] [--threads T] "
-                 "[--window W] [--seed N] [--stall S] [--device] [--corrupt data|order]\n");
+                 "[--window W] [--seed N] [--stall S] [--device] [--corrupt data|order] "
+                 "[--plain]\n");
     return 2;
   }
   int provided = 0;
@@ -577,7 +588,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   loom::Runtime* rt = loom::runtime();
-  if (!rt) fail("Loom is not active");
+  if (!rt && !o.plain) fail("Loom is not active");
+  if (rt && o.plain) fail("--plain: run with LOOM_DISABLE=1");
   if (o.device) {
     int gpus = 0;
 #if LOOM_HAVE_CUDA
@@ -589,7 +601,7 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return 77;
     }
-  } else if (!rt->host_as_device()) {
+  } else if (rt && !rt->host_as_device()) {
     fail("run in the host-as-device mode (LOOM_TEST_HOST_AS_DEVICE=1), or with --device");
   }
   make_types();
@@ -628,19 +640,19 @@ int main(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
 
   for (MPI_Comm& c : comms) MPI_Comm_free(&c);
-  const size_t types_before = rt->types.size();
+  const size_t types_before = rt ? rt->types.size() : 0;
   for (MPI_Datatype& t : g_types) MPI_Type_free(&t);
   MPI_Barrier(MPI_COMM_WORLD);
   // Nothing left behind: staging and lent memory, requests (freed sends
   // finish in the table's progress), types.
-  for (int i = 0; i < 100 && (!rt->requests.empty() || rt->bytes_in_use() != 0); ++i) {
+  for (int i = 0; rt && i < 100 && (!rt->requests.empty() || rt->bytes_in_use() != 0); ++i) {
     rt->requests.progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (rt->bytes_in_use() != 0)
+  if (rt && rt->bytes_in_use() != 0)
     fail(std::to_string(rt->bytes_in_use()) + " staging bytes still in use after the soak");
-  if (!rt->requests.empty()) fail("Loom's request table is not empty after the soak");
-  if (rt->types.size() != types_before - kTypes)
+  if (rt && !rt->requests.empty()) fail("Loom's request table is not empty after the soak");
+  if (rt && rt->types.size() != types_before - kTypes)
     fail("type registry holds " + std::to_string(rt->types.size()) + " entries after freeing " +
          std::to_string(kTypes) + " of " + std::to_string(types_before));
 
