@@ -390,6 +390,8 @@ void RequestTable::progress() {
         ++i;
         continue;
       }
+      // A persistent request stays, inactive now: freed as the user asked.
+      if (detached_[i].first != MPI_REQUEST_NULL) PMPI_Request_free(&detached_[i].first);
       done.emplace_back(std::move(detached_[i].second), st);
       detached_[i] = std::move(detached_.back());
       detached_.pop_back();
@@ -409,6 +411,7 @@ void RequestTable::drain() {
   for (auto& [r, op] : all) {
     MPI_Status st;
     LOOM_NEXT(MPI_Wait)(&r, &st);
+    if (r != MPI_REQUEST_NULL) PMPI_Request_free(&r);  // persistent, inactive now
     n_.fetch_sub(1, std::memory_order_release);
     finish(op, st);
   }

@@ -116,7 +116,9 @@ class RequestTable {
   bool empty() const { return n_.load(std::memory_order_acquire) == 0; }
 
   // MPI_Request_free on a device operation: it still completes, and its
-  // staging must live until then; progress() tests such requests.
+  // staging must live until then; progress() tests such requests, and frees
+  // them (a persistent one stays after its test). Also the MPI's own active
+  // requests where freeing them at once is unsafe (completion.cpp).
   void detach(MPI_Request r, PendingOp op);
   // Persistent receives (MPI_Recv_init): the op each MPI_Start puts back in
   // the table, until the request is freed.
