@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "mpi/blocking.hpp"
@@ -253,7 +254,9 @@ int send_device(SendFn next, const void* buf, int count, MPI_Datatype type, int 
   if (device_method_send(p, buf, comm, dest, &hdr, /*defer=*/false)) {
     {
       stats::Scope phase(stats::kHeader);
-      rc = next(&hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm);
+      Header wire;
+      const int n = runtime()->rv->seal(hdr, &wire);
+      rc = next(&wire, n, MPI_BYTE, dest, tag, comm);
     }
     runtime()->rv->wait_packed(hdr.seq);
     return rc;
@@ -284,19 +287,21 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
   if (rc != MPI_SUCCESS) return rc;
   PendingOp op;
   op.kind = PendingOp::Kind::kSend;
-  auto hdr = std::make_shared<Header>();
+  // The header, and after it what goes on the wire (Rendezvous::seal).
+  auto hdrs = std::make_shared<std::array<Header, 2>>();
+  Header* hdr = &(*hdrs)[0];
   MPI_Request ack;
   bool zero_copy = false;
   {
     stats::Scope check(stats::kZeroCheck);
-    zero_copy = zero_copy_send(p, buf, comm, dest, hdr.get(), &ack);
+    zero_copy = zero_copy_send(p, buf, comm, dest, hdr, &ack);
   }
   if (zero_copy) {
     // The user's request is the ack's receive: the send completes when the
     // receiver has read the buffer. The header's own request is kept.
     {
       stats::Scope phase(stats::kHeader);
-      rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, &op.header);
+      rc = next(hdr, kHeaderBytes, MPI_BYTE, dest, tag, comm, &op.header);
     }
     if (rc != MPI_SUCCESS) {
       abandon_zero_copy(*hdr, &ack);
@@ -304,20 +309,21 @@ int isend_device(IsendFn next, const void* buf, int count, MPI_Datatype type, in
     }
     op.kind = PendingOp::Kind::kZeroSend;
     op.seq = hdr->seq;
-    op.staged.hold = std::move(hdr);
+    op.staged.hold = std::move(hdrs);
     *req = ack;
     runtime()->requests.add(*req, std::move(op));
     return MPI_SUCCESS;
   }
-  if (device_method_send(p, buf, comm, dest, hdr.get(), /*defer=*/true))
+  if (device_method_send(p, buf, comm, dest, hdr, /*defer=*/true))
     op.packing = hdr->seq;  // done by completion
-  if (op.packing || chunked_send(p, buf, comm, dest, hdr.get())) {
+  if (op.packing || chunked_send(p, buf, comm, dest, hdr)) {
     {
       stats::Scope phase(stats::kHeader);
-      rc = next(hdr.get(), kHeaderBytes, MPI_BYTE, dest, tag, comm, req);
+      Header* wire = &(*hdrs)[1];
+      rc = next(wire, runtime()->rv->seal(*hdr, wire), MPI_BYTE, dest, tag, comm, req);
     }
     if (rc != MPI_SUCCESS && op.packing) runtime()->rv->wait_packed(op.packing);
-    op.staged.hold = std::move(hdr);  // the header lives until the send completes
+    op.staged.hold = std::move(hdrs);  // the header lives until the send completes
   } else if (pack_native(p, buf, comm, dest, op.staged)) {
     rc = as_bytes(op.staged.dev, Native{0, op.staged.bytes},
                   [&](void* where, int c, MPI_Datatype t) {

@@ -42,7 +42,8 @@ bool ProbedMessages::maybe_header(MPI_Comm comm, const MPI_Status& st) {
   if (st.MPI_SOURCE < 0) return false;  // MPI_PROC_NULL
   MPI_Count n = 0;
   MPI_Get_elements_x(&st, MPI_BYTE, &n);
-  return n == kHeaderBytes && rv_.peer_on_node(comm, st.MPI_SOURCE) >= 0;
+  return n >= 0 && rv_.may_be_header(static_cast<size_t>(n)) &&
+         rv_.peer_on_node(comm, st.MPI_SOURCE) >= 0;
 }
 
 Result<Probed> ProbedMessages::receive(MPI_Comm comm, MPI_Message* msg, const MPI_Status& st) {

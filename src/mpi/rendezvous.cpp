@@ -20,7 +20,8 @@
 namespace loom::mpi {
 namespace {
 
-constexpr uint32_t kMagic = 0x4d4f4f4c;  // "LOOM"
+constexpr uint32_t kMagic = 0x4d4f4f4c;       // "LOOM"
+constexpr uint32_t kSmallMagic = 0x6d6f6f6c;  // "loom": a SmallHeader
 constexpr int kAckTag = 1;
 // A receiver's ready message: send me message `seq` by the channel.
 constexpr int kReadyTag = 0;
@@ -50,6 +51,13 @@ uint64_t checksum(const Header& h) {
   const auto* p = reinterpret_cast<const unsigned char*>(&h);
   uint64_t x = 1469598103934665603ull;  // FNV-1a over every field before `check`
   for (size_t i = 0; i < offsetof(Header, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
+  return x;
+}
+
+uint64_t small_checksum(const SmallHeader& h) {
+  const auto* p = reinterpret_cast<const unsigned char*>(&h);
+  uint64_t x = 1469598103934665603ull;
+  for (size_t i = 0; i < offsetof(SmallHeader, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
   return x;
 }
 
@@ -173,6 +181,8 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   const long long tag_ub = found && ub ? *static_cast<int*>(ub) : 32767;
   if (all[0] && all[2] && tag_ub - kZeroTag0 >= (1 << 20))
     rv->zc_tags_ = static_cast<int>(tag_ub - kZeroTag0);
+  if (Status sl = rv->mem_ ? rv->make_slabs() : Status::ok(); !sl)
+    LOOM_WARN(kTransport, "slabs: %s", sl.message().c_str());
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
   if (rv->mem_)
     LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
@@ -311,8 +321,21 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   const bool by_channel = channel_to(to);
   progress(/*flush=*/false);
   stats::Scope phase(stats::kLend);
-  auto seg = mem_->acquire(static_cast<size_t>(m.bytes));
-  if (!seg) return seg.status();
+  // Under a header's size: a block of the slab, whose SmallHeader fits any
+  // receive the data fits (seal); never a full header.
+  const bool small = m.bytes < kHeaderBytes;
+  std::optional<size_t> slab_at;
+  Result<transport::Segment> seg = transport::Segment{};
+  if (small) {
+    if (by_channel || !slab_ || m.bytes < kSmallHeaderBytes)
+      return Status(Err::kUnsupported, "no slab for a message under a header's size");
+    slab_at = slab_->take(static_cast<size_t>(m.bytes));
+    if (!slab_at) return Status(Err::kNoMemory, "the slab is full");
+  } else {
+    seg = mem_->acquire(static_cast<size_t>(m.bytes));
+    if (!seg) return seg.status();
+  }
+  void* dst = small ? static_cast<char*>(slab_seg_.ptr) + *slab_at : seg->ptr;
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t seq = 0;
   Status s;
@@ -326,8 +349,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     }
     seq = next_seq_.fetch_add(1);
     if (batch_packs_ && defer && !wait && m.bytes > 0) {
-      deferred_.push_back(
-          {&mover, {m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq)}});
+      deferred_.push_back({&mover, {m, user, dst, flags_->own(seq), static_cast<uint32_t>(seq)}});
       last_defer_ns_.store(now_ns(), std::memory_order_relaxed);
       if (n_deferred_.fetch_add(1, std::memory_order_release) == 0) {
         std::lock_guard<std::mutex> fl(flush_mu_);
@@ -338,7 +360,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
       if (deferred_.size() >= kBatchFlush) flush_packs_locked();
     } else {
       flush_packs_locked();  // earlier messages' first: words only grow
-      s = mover.pack_signal(m, user, seg->ptr, flags_->own(seq), static_cast<uint32_t>(seq));
+      s = mover.pack_signal(m, user, dst, flags_->own(seq), static_cast<uint32_t>(seq));
     }
   }
   if (s && wait) wait_packed(seq);
@@ -347,10 +369,22 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
       wait ? "packed" : "pack enqueued",
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   if (!s) {  // nothing was enqueued after the failure; the word is never written
-    mem_->release(seg.value());
+    if (small)
+      slab_->give(*slab_at, static_cast<size_t>(m.bytes));
+    else
+      mem_->release(seg.value());
     return s;
   }
   *hdr = new_header(by_channel ? kChannel : kSegment, seq, static_cast<uint64_t>(m.bytes));
+  if (small) {
+    hdr->offset = *slab_at;
+    hdr->handle = slab_seg_.handle;
+    hdr->check = checksum(*hdr);
+    std::lock_guard<std::mutex> lk(mu_);  // until its ack
+    slab_lent_.emplace(hdr->seq, std::make_pair(*slab_at, static_cast<size_t>(m.bytes)));
+    n_lent_.fetch_add(1, std::memory_order_release);
+    return Status::ok();
+  }
   if (by_channel) {
     hdr->check = checksum(*hdr);
     {
@@ -380,6 +414,47 @@ Header Rendezvous::new_header(int32_t kind, uint64_t seq, uint64_t bytes) const 
   h.kind = kind;
   h.bytes = bytes;
   return h;
+}
+
+Status Rendezvous::make_slabs() {
+  // Room for thousands of small messages in flight (blocks of
+  // Arena::kAlign); the host test mode's shared memory is kept small.
+  const size_t size = host_mode_ ? size_t{256} << 10 : size_t{2} << 20;
+  auto seg = mem_->acquire(size);
+  int ok = seg ? 1 : 0, all_ok = 0;
+  PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) {
+    if (seg) mem_->release(seg.value());
+    LOOM_INFO(kTransport, "no slabs: device messages under %d bytes are staged", kHeaderBytes);
+    return Status::ok();
+  }
+  slab_seg_ = seg.value();
+  int n = 0;
+  PMPI_Comm_size(MPI_COMM_WORLD, &n);
+  peer_slabs_.resize(static_cast<size_t>(n));
+  if (PMPI_Allgather(&slab_seg_.handle, sizeof(transport::PeerHandle), MPI_BYTE, peer_slabs_.data(),
+                     sizeof(transport::PeerHandle), MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
+    return Status(Err::kMpi, "exchanging slabs");  // every rank fails alike
+  slab_ = std::make_unique<transport::Arena>(slab_seg_.size);
+  return Status::ok();
+}
+
+int Rendezvous::seal(const Header& h, Header* wire) const {
+  if (h.kind != kSegment || h.bytes >= static_cast<uint64_t>(kHeaderBytes) || !slab_) {
+    *wire = h;
+    return kHeaderBytes;
+  }
+  SmallHeader sh;
+  sh.magic = kSmallMagic;
+  sh.sender = h.sender;
+  sh.nonce = h.nonce;
+  sh.seq = h.seq;
+  sh.offset = static_cast<uint32_t>(h.offset);
+  sh.bytes = static_cast<uint32_t>(h.bytes);
+  sh.check = small_checksum(sh);
+  std::memset(static_cast<void*>(wire), 0, sizeof(Header));
+  std::memcpy(static_cast<void*>(wire), &sh, sizeof sh);
+  return static_cast<int>(h.bytes);
 }
 
 Status Rendezvous::share_stream_arena(MPI_Comm comm) {
@@ -448,6 +523,12 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
 }
 
 bool Rendezvous::release_arena_block(uint64_t seq) {
+  if (auto b = slab_lent_.find(seq); b != slab_lent_.end()) {
+    slab_->give(b->second.first, b->second.second);
+    slab_lent_.erase(b);
+    n_lent_.fetch_sub(1, std::memory_order_release);
+    return true;
+  }
   auto it = arena_lent_.find(seq);
   if (it == arena_lent_.end()) return false;
   arena()->give(it->second.first, it->second.second);
@@ -735,7 +816,27 @@ void Rendezvous::acked(uint64_t seq) {
 }
 
 bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
-  if (n != kHeaderBytes || !p) return false;
+  if (!p || !may_be_header(n)) return false;
+  if (n < static_cast<size_t>(kHeaderBytes)) {  // a SmallHeader: the message's own length
+    SmallHeader sh;
+    std::memcpy(&sh, p, sizeof sh);
+    if (sh.magic != kSmallMagic || sh.nonce != nonce_ || sh.check != small_checksum(sh) ||
+        sh.bytes != n || sh.sender < 0 || static_cast<size_t>(sh.sender) >= peer_slabs_.size())
+      return false;
+    const transport::PeerHandle& slab = peer_slabs_[static_cast<size_t>(sh.sender)];
+    if (uint64_t{sh.offset} + sh.bytes > slab.size) return false;
+    *out = Header{};
+    out->magic = kMagic;
+    out->nonce = sh.nonce;
+    out->seq = sh.seq;
+    out->sender = sh.sender;
+    out->kind = kSegment;
+    out->bytes = sh.bytes;
+    out->offset = sh.offset;
+    out->handle = slab;
+    out->check = checksum(*out);
+    return true;
+  }
   std::memcpy(out, p, sizeof(Header));
   if (out->magic != kMagic || out->nonce != nonce_ || out->check != checksum(*out)) return false;
   if (out->kind == kChunks) return out->offset > 0 && out->offset <= (uint64_t{1} << 30);
@@ -839,6 +940,8 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
       base = it->second.ptr;
     else if (arena_lent_.count(h.seq))
       base = arena_seg_.ptr;
+    else if (slab_lent_.count(h.seq))
+      base = slab_seg_.ptr;
     else
       return Status(Err::kInvalidArg, "own segment not lent");
   } else if (h.kind == kZeroCopy) {  // the sender's own buffer: in use until the ack
@@ -923,7 +1026,20 @@ void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
 
 void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   Header h;
-  if (!p || n < offsetof(Header, bytes)) return;
+  if (!p) return;
+  SmallHeader sh;  // its first 24 bytes name the sender and the sequence number
+  if (slab_ && n >= offsetof(SmallHeader, offset)) {
+    std::memcpy(static_cast<void*>(&sh), p, offsetof(SmallHeader, offset));
+    if (sh.magic == kSmallMagic && sh.nonce == nonce_ && sh.sender >= 0 &&
+        static_cast<size_t>(sh.sender) < node_of_.size() && sh.sender != world_rank_) {
+      h.kind = kSegment;
+      h.sender = sh.sender;
+      h.seq = sh.seq;
+      ack(h);
+      return;
+    }
+  }
+  if (n < offsetof(Header, bytes)) return;
   std::memcpy(static_cast<void*>(&h), p, offsetof(Header, bytes));
   if (h.magic != kMagic || h.nonce != nonce_ || h.sender < 0 ||
       static_cast<size_t>(h.sender) >= node_of_.size() || h.sender == world_rank_)
@@ -1022,6 +1138,10 @@ void Rendezvous::shutdown() {
     }
     lent_.clear();
     arena_lent_.clear();
+    for (auto& [seq, block] : slab_lent_) wait_packed(seq);  // as lent_'s
+    slab_lent_.clear();
+    if (slab_ && mem_) mem_->release(slab_seg_);
+    slab_.reset();
     arena_live_.store(nullptr, std::memory_order_release);
     if (arena_ && mem_) mem_->release(arena_seg_);
     arena_.reset();
@@ -1056,7 +1176,11 @@ void Rendezvous::shutdown() {
 }
 
 size_t Rendezvous::bytes_lent() const {
-  return mem_ ? mem_->bytes_in_use() : 0;
+  if (!mem_) return 0;
+  // The slab is held for good: only its blocks lent count.
+  const size_t slab = slab_ ? slab_seg_.size : 0;
+  const size_t blocks = slab_ ? slab_->size() - slab_->free_bytes() : 0;
+  return mem_->bytes_in_use() - std::min(slab, mem_->bytes_in_use()) + blocks;
 }
 
 int settle(const Header& h, uint64_t capacity, MPI_Status& st) {
@@ -1220,19 +1344,22 @@ int check_typed_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, MPI
   MPI_Count n = 0;
   MPI_Get_elements_x(&st, MPI_BYTE, &n);
   int cancelled = 0;
-  if (n != kHeaderBytes || (MPI_Test_cancelled(&st, &cancelled), cancelled)) return MPI_SUCCESS;
+  if (n < 0 || !rt->rv->may_be_header(static_cast<size_t>(n)) ||
+      (MPI_Test_cancelled(&st, &cancelled), cancelled))
+    return MPI_SUCCESS;
   // The header went through the receive's type: pack its first bytes back.
   int size = 0;
   PMPI_Type_size(type, &size);
   if (size <= 0) return MPI_SUCCESS;
-  const int elems = std::min(count, (kHeaderBytes + size - 1) / size);
+  const int elems = static_cast<int>(std::min<int64_t>(count, (n + size - 1) / size));
   std::vector<char> raw(static_cast<size_t>(elems) * static_cast<size_t>(size));
   int pos = 0;
   if (PMPI_Pack(buf, elems, type, raw.data(), static_cast<int>(raw.size()), &pos, comm) !=
       MPI_SUCCESS)
     return MPI_SUCCESS;
   Header h;
-  if (raw.size() < kHeaderBytes || !rt->rv->is_header(raw.data(), kHeaderBytes, &h))
+  if (raw.size() < static_cast<size_t>(n) ||
+      !rt->rv->is_header(raw.data(), static_cast<size_t>(n), &h))
     return MPI_SUCCESS;
   return pull_into_host(*rt->rv, h, buf, count, type, comm, st);
 }

@@ -75,6 +75,22 @@ constexpr int kHeaderBytes = 128;
 enum HeaderKind : int32_t { kSegment = 0, kChunks = 1, kZeroCopy = 2, kChannel = 3 };
 static_assert(sizeof(Header) == kHeaderBytes);
 
+// A kSegment header for a message under kHeaderBytes, as long as the message
+// itself, so any receive that would take the data takes it (and a probe
+// counts the right size). The segment is a block of the sender's slab, which
+// every process mapped knowledge of at MPI_Init, so no handle travels.
+struct SmallHeader {
+  uint32_t magic = 0;  // kSmallMagic
+  int32_t sender = 0;
+  uint64_t nonce = 0;
+  uint64_t seq = 0;
+  uint32_t offset = 0;  // in the sender's slab
+  uint32_t bytes = 0;   // the message's packed bytes: the header's own length
+  uint64_t check = 0;
+};
+constexpr int kSmallHeaderBytes = static_cast<int>(sizeof(SmallHeader));
+static_assert(kSmallHeaderBytes == 40);
+
 class Rendezvous {
  public:
   // Collective over MPI_COMM_WORLD. `want_device`: this rank would use the
@@ -159,6 +175,18 @@ class Rendezvous {
   // Device memory of this process's arena for `bytes` (scratch), or null.
   void* arena_take(size_t bytes);
   void arena_give(void* p, size_t bytes);
+  // The smallest message the device method carries: under kHeaderBytes
+  // with a SmallHeader where every process has a slab.
+  int64_t device_min() const { return slab_ ? kSmallHeaderBytes : kHeaderBytes; }
+  // A received message of n bytes may be a header (is_header decides).
+  bool may_be_header(size_t n) const {
+    return n == static_cast<size_t>(kHeaderBytes) ||
+           (slab_ && n >= static_cast<size_t>(kSmallHeaderBytes) && n < kHeaderBytes);
+  }
+  // What goes on the wire for h (lend's, or a kChunks one): h itself, or for
+  // a message under kHeaderBytes in the slab its SmallHeader, written into
+  // *wire. Returns the bytes to send from *wire.
+  int seal(const Header& h, Header* wire) const;
   // Sender: message seq's pack is done (its user buffer is free again).
   bool packed(uint64_t seq) const;
   // Flushes the deferred packs first, then waits for seq's.
@@ -302,7 +330,14 @@ class Rendezvous {
   transport::Arena* arena() const { return arena_live_.load(std::memory_order_acquire); }
   std::unordered_map<uint64_t, std::pair<size_t, size_t>>
       arena_lent_;                         // seq -> (offset, bytes), under mu_
-  bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's
+  bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's or the slab's
+  // Messages under kHeaderBytes: this process's slab (made at create, all
+  // or none) and every process's handle of its own (by world rank).
+  transport::Segment slab_seg_;
+  std::unique_ptr<transport::Arena> slab_;
+  std::vector<transport::PeerHandle> peer_slabs_;
+  std::unordered_map<uint64_t, std::pair<size_t, size_t>> slab_lent_;  // like arena_lent_
+  Status make_slabs();
   // Fills hdr for a zero-copy message: `span` bytes at `data` lent, holding
   // `packed` bytes in layout `layout` (0: contiguous), and posts the ack's receive.
   Status lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout, int to,

@@ -159,7 +159,7 @@ model::Shape shape_of(const transport::Message& m, bool on_node, bool device_ok,
 bool Runtime::predict(const transport::Message& m, bool on_node, bool device_possible,
                       model::Prediction* out) {
   if (!model_ || !m.form) return false;
-  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= mpi::kHeaderBytes;
+  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= rv->device_min();
   // Equal forms with other extents pack other layouts: the extent is keyed too.
   const uint64_t key = m.form->hash ^ (static_cast<uint64_t>(m.extent) * 0x9e3779b97f4a7c15ull);
   bool missed = false;
@@ -176,7 +176,7 @@ bool Runtime::predict(const transport::Message& m, bool on_node, bool device_pos
 }
 
 transport::Method Runtime::choose(const transport::Message& m, bool on_node, bool device_possible) {
-  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= mpi::kHeaderBytes;
+  const bool device_ok = device_possible && rv && rv->lends() && m.bytes >= rv->device_min();
   switch (choice_.load(std::memory_order_relaxed)) {
     case Choice::kOneShot:
       return transport::Method::kOneShot;
@@ -195,7 +195,11 @@ transport::Method Runtime::choose(const transport::Message& m, bool on_node, boo
   if (predict(m, on_node, device_ok, &pr)) return from_model(pr.best);
   const size_t bytes = static_cast<size_t>(m.bytes);
   int64_t base = 0;
-  const size_t device_min = transport::contiguous_at(m, &base) ? kDeviceMinContiguous : kDeviceMin;
+  // Non-contiguous messages under a header's size too, where slabs carry
+  // them: their packs batch, where a staged one waits for the GPU alone.
+  const size_t device_min = transport::contiguous_at(m, &base) ? kDeviceMinContiguous
+                            : rv ? std::min(kDeviceMin, static_cast<size_t>(rv->device_min()))
+                                 : kDeviceMin;
   if (device_ok && bytes >= device_min) return transport::Method::kDevice;
   return bytes <= kOneShotMax ? transport::Method::kOneShot : transport::Method::kStaged;
 }

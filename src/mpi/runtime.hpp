@@ -95,7 +95,8 @@ class Runtime {
   // message's own layout.
   enum class Lend { kNo, kContiguous, kTyped };
   Lend lend_as(const transport::Message& m, int64_t* base) const {
-    if (!zero_copy_on() || m.bytes < zcopy_min_) return Lend::kNo;
+    // Its header is a full one: never under its size (Rendezvous::seal).
+    if (!zero_copy_on() || m.bytes < zcopy_min_ || m.bytes < mpi::kHeaderBytes) return Lend::kNo;
     if (transport::contiguous_at(m, base)) return Lend::kContiguous;
     return zcopy_types_ >= 0 && lend_span_ok(m) ? Lend::kTyped : Lend::kNo;
   }

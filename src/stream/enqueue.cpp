@@ -273,8 +273,7 @@ void land(Op& op) {
   mpi::Header h;
   if (op.st.MPI_ERROR != MPI_SUCCESS) {
     // nothing landed that the stream may copy
-  } else if (got == mpi::kHeaderBytes &&
-             rt->rv->is_header(op.staging.host, mpi::kHeaderBytes, &h)) {
+  } else if (got > 0 && rt->rv->is_header(op.staging.host, static_cast<size_t>(got), &h)) {
     op.st.MPI_ERROR = mpi::settle(h, op.expect, op.st);
     if (op.st.MPI_ERROR != MPI_SUCCESS) {
       rt->rv->discard(h);  // the sender's memory is free either way
