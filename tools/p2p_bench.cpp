@@ -36,6 +36,7 @@ struct Options {
   size_t max_bw = size_t{256} << 20;
   bool quick = false;
   bool quiet = false;
+  std::vector<size_t> sizes;  // --sizes: these, for both tests (default: the usual ladders)
 };
 
 const char* kUsage =
@@ -49,6 +50,7 @@ const char* kUsage =
     "  --naive              copy to pinned host memory, MPI there, copy back\n"
     "  --window W           messages in flight in the bandwidth test (64)\n"
     "  --max BYTES          largest message (16 MiB latency, 256 MiB bandwidth)\n"
+    "  --sizes LIST         these message sizes (bytes, comma-separated) in both tests\n"
     "  --quick              fewer repetitions\n"
     "  --quiet              no progress lines on stderr (one a size otherwise)\n"
     "  -h, --help           this text\n"
@@ -184,8 +186,8 @@ double bandwidth_gbs(const Options& o, int me, size_t bytes, std::vector<void*>&
 std::string parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const bool valued =
-        a == "--label" || a == "--tests" || a == "--type" || a == "--window" || a == "--max";
+    const bool valued = a == "--label" || a == "--tests" || a == "--type" || a == "--window" ||
+                        a == "--max" || a == "--sizes";
     if (valued && i + 1 >= argc) return a + " needs a value";
     auto next = [&]() -> const char* { return argv[++i]; };
     if (a == "--label") {
@@ -204,6 +206,16 @@ std::string parse(int argc, char** argv, Options* o) {
       o->window = std::max(1, std::atoi(next()));
     } else if (a == "--max") {
       o->max_bytes = o->max_bw = std::strtoull(next(), nullptr, 10);
+    } else if (a == "--sizes") {
+      for (const char* p = next(); *p;) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(p, &end, 10);
+        if (end == p || v == 0) return "--sizes takes byte counts, comma-separated";
+        o->sizes.push_back(static_cast<size_t>(v));
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return "--sizes takes byte counts, comma-separated";
+      }
+      o->max_bytes = o->max_bw = *std::max_element(o->sizes.begin(), o->sizes.end());
     } else if (a == "--quick") {
       o->quick = true;
     } else if (a == "--quiet") {
@@ -247,7 +259,10 @@ int main(int argc, char** argv) {
     check(cudaMalloc(&a, o.max_bytes * span_factor), "malloc");
     check(cudaMalloc(&b, o.max_bytes * span_factor), "malloc");
     check(cudaMemset(a, me + 1, o.max_bytes * span_factor), "memset");
-    for (size_t bytes = 8; bytes <= o.max_bytes; bytes *= 4) {
+    std::vector<size_t> ladder = o.sizes;
+    for (size_t bytes = 8; o.sizes.empty() && bytes <= o.max_bytes; bytes *= 4)
+      ladder.push_back(bytes);
+    for (size_t bytes : ladder) {
       cli::progress("loom-p2p", "latency, %s, %zu bytes", type, bytes);
       const double us = latency_us(o, me, bytes, a, b);
       if (me == 0) std::printf("%s,lat,%s,%zu,%.2f\n", o.label.c_str(), type, bytes, us);
@@ -257,7 +272,10 @@ int main(int argc, char** argv) {
     cudaFree(b);
   }
   if (o.bw) {
-    for (size_t bytes = 64 << 10; bytes <= o.max_bw; bytes *= 4) {
+    std::vector<size_t> ladder = o.sizes;
+    for (size_t bytes = 64 << 10; o.sizes.empty() && bytes <= o.max_bw; bytes *= 4)
+      ladder.push_back(bytes);
+    for (size_t bytes : ladder) {
       cli::progress("loom-p2p", "bandwidth, %s, %zu bytes", type, bytes);
       // Every message of a window from (into) one buffer, as osu_bw does.
       void* buf = nullptr;
