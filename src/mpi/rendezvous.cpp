@@ -47,18 +47,19 @@ int zero_tag(uint64_t seq, int n) {
   return kZeroTag0 + static_cast<int>(seq % static_cast<uint64_t>(n));
 }
 
-uint64_t checksum(const Header& h) {
-  const auto* p = reinterpret_cast<const unsigned char*>(&h);
-  uint64_t x = 1469598103934665603ull;  // FNV-1a over every field before `check`
-  for (size_t i = 0; i < offsetof(Header, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
-  return x;
-}
-
-uint64_t small_checksum(const SmallHeader& h) {
+// FNV-1a over every field of a header before its `check`.
+template <class H>
+uint64_t checksum_of(const H& h) {
   const auto* p = reinterpret_cast<const unsigned char*>(&h);
   uint64_t x = 1469598103934665603ull;
-  for (size_t i = 0; i < offsetof(SmallHeader, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
+  for (size_t i = 0; i < offsetof(H, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
   return x;
+}
+uint64_t checksum(const Header& h) {
+  return checksum_of(h);
+}
+uint64_t small_checksum(const SmallHeader& h) {
+  return checksum_of(h);
 }
 
 int delete_ranks(MPI_Comm, int, void* attr, void*) {
@@ -523,18 +524,16 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
 }
 
 bool Rendezvous::release_arena_block(uint64_t seq) {
-  if (auto b = slab_lent_.find(seq); b != slab_lent_.end()) {
-    slab_->give(b->second.first, b->second.second);
-    slab_lent_.erase(b);
+  // A block of the slab or of the stream arena: back to its allocator.
+  auto give = [&](auto& lent, transport::Arena* from) {
+    auto it = lent.find(seq);
+    if (it == lent.end()) return false;
+    from->give(it->second.first, it->second.second);
+    lent.erase(it);
     n_lent_.fetch_sub(1, std::memory_order_release);
     return true;
-  }
-  auto it = arena_lent_.find(seq);
-  if (it == arena_lent_.end()) return false;
-  arena()->give(it->second.first, it->second.second);
-  arena_lent_.erase(it);
-  n_lent_.fetch_sub(1, std::memory_order_release);
-  return true;
+  };
+  return give(slab_lent_, slab_.get()) || give(arena_lent_, arena());
 }
 
 void* Rendezvous::arena_take(size_t bytes) {
