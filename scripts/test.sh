@@ -50,7 +50,10 @@ cmake -S . -B build-ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=openmpi
 cmake --build build-ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-ci-asan --output-on-failure -L unit || failed=1
 # Open MPI's own start-up allocations are never freed: leaks are not ours to find there.
-ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-ci-asan --output-on-failure -L mpi || failed=1
+# The long suites run in their two most telling modes only (label repeat:
+# tests/mpi/CMakeLists.txt).
+ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-ci-asan --output-on-failure -L mpi -LE repeat \
+  -j "$jobs" || failed=1
 
 # ThreadSanitizer on the soak (4 ranks x 8 threads), with LOOM_CI_TSAN=1: its
 # build takes about 5 minutes of the 2 cores, so it stays out of the default
