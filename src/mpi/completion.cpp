@@ -66,11 +66,13 @@ class Taken {
   void drop(int i) { have_[i] = false; }
   PendingOp* op(int i) { return have_[i] ? &ops_[i] : nullptr; }
   // The ops the MPI would skip: persistent receives met at MPI_Start, whose
-  // requests it never started (an inactive request is no completion to it).
+  // requests it never started, and requests a look of Loom's made inactive
+  // (peek_deactivates): an inactive request is no completion to it.
   std::vector<int> done() const {
     std::vector<int> out;
     for (size_t i = 0; i < ops_.size(); ++i)
-      if (have_[i] && ops_[i].kind == PendingOp::Kind::kDone) out.push_back(static_cast<int>(i));
+      if (have_[i] && (ops_[i].kind == PendingOp::Kind::kDone || ops_[i].peeked))
+        out.push_back(static_cast<int>(i));
     return out;
   }
   // Puts back every op not finished or dropped: their requests are pending.
@@ -117,41 +119,47 @@ int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc)
   return rc;
 }
 
-// The MPI's MPI_Testall, asked as MPI_Request_get_status of each request
-// and, once all are complete, MPI_Waitall (which then does not block).
-// MPICH 4.0.2's MPI_Testall fails with MPI_ERR_IN_STATUS, and no error in
-// any status, on the completed built-in request its nonblocking
-// collectives may return; its MPI_Waitall completes it. Polling
-// completions (zero-copy sends on) hit it in every MPI_Waitall.
-int test_all(int n, MPI_Request reqs[], int* flag, MPI_Status st[]) {
+// Whether every request of reqs is complete, as MPI_Request_get_status
+// (Loom's, which waits for Loom's own part of an op) says; stops at the
+// first that is not, or that failed. Nothing completes, so no handle can
+// be reused meanwhile.
+enum class AllComplete { kNo, kYes, kFailed };
+AllComplete all_complete(RequestTable& t, int n, const MPI_Request reqs[]) {
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == MPI_REQUEST_NULL) continue;
+    int done = 0, rc = MPI_SUCCESS;
+    if (!t.status_of(reqs[i], &done, MPI_STATUS_IGNORE, &rc))
+      rc = t.peek(reqs[i], &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return AllComplete::kFailed;
+    if (!done) return AllComplete::kNo;
+  }
+  return AllComplete::kYes;
+}
+
+// The MPI's MPI_Testall once all_complete has answered. Every request
+// complete: MPI_Waitall, which then does not block (MPICH 4.0.2's
+// MPI_Testall fails with MPI_ERR_IN_STATUS, and no error in any status, on
+// the completed built-in request its nonblocking collectives may return;
+// its MPI_Waitall completes it; polling completions hit it in every
+// MPI_Waitall). One failed: the MPI's MPI_Testall reports it.
+int test_all(AllComplete all, int n, MPI_Request reqs[], int* flag, MPI_Status st[]) {
 #if defined(OPEN_MPI) && OPEN_MPI
+  (void)all;
   return LOOM_NEXT(MPI_Testall)(n, reqs, flag, st);
 #else
-  *flag = 0;
-  for (int i = 0; i < n; ++i) {
-    int done = 0;
-    const int rc = PMPI_Request_get_status(reqs[i], &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, st);
-    if (!done) return MPI_SUCCESS;
-  }
+  if (all == AllComplete::kFailed) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, st);
   *flag = 1;
   return LOOM_NEXT(MPI_Waitall)(n, reqs, st);
 #endif
 }
 
-// Whether every request of reqs is complete, as MPI_Request_get_status
-// (Loom's, which waits for Loom's own part of an op) says; stops at the
-// first that is not. Nothing completes, so no handle can be reused meanwhile.
-bool all_complete(RequestTable& t, int n, const MPI_Request reqs[]) {
-  for (int i = 0; i < n; ++i) {
-    if (reqs[i] == MPI_REQUEST_NULL) continue;
-    int done = 0, rc = MPI_SUCCESS;
-    if (!t.status_of(reqs[i], &done, MPI_STATUS_IGNORE, &rc))
-      rc = PMPI_Request_get_status(reqs[i], &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return true;  // the MPI's Testall reports it
-    if (!done) return false;
-  }
-  return true;
+// Reports op i of `taken`, one the MPI would skip (Taken::done), with its
+// request's completion at the MPI: nothing for an inactive persistent
+// request, the request's release for one a look of Loom's found complete.
+int finish_done(Taken& taken, MPI_Request reqs[], int i, MPI_Status& st) {
+  int flag = 0;
+  LOOM_NEXT(MPI_Test)(&reqs[i], &flag, MPI_STATUS_IGNORE);
+  return taken.finish_one(i, st);
 }
 
 // MPI_Waitsome and MPI_Testsome (same arguments, `next` the MPI's own).
@@ -166,7 +174,16 @@ int some(SomeFn next, int n, MPI_Request reqs[], int* outcount, int indices[],
   if (std::vector<int> done = taken.done(); !done.empty()) {  // these completed already
     *outcount = static_cast<int>(done.size());
     std::copy(done.begin(), done.end(), indices);
-    return finish_listed(taken, indices, *outcount, st, MPI_SUCCESS);
+    int rc = MPI_SUCCESS;
+    for (int k = 0; k < *outcount; ++k) {
+      if (int e = finish_done(taken, reqs, indices[k], st[k]); e != MPI_SUCCESS) {
+        st[k].MPI_ERROR = e;
+        rc = MPI_ERR_IN_STATUS;
+      } else {
+        st[k].MPI_ERROR = MPI_SUCCESS;
+      }
+    }
+    return rc;
   }
   int rc = next(n, reqs, outcount, indices, st);
   if (*outcount == MPI_UNDEFINED || (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)) return rc;
@@ -184,7 +201,7 @@ int any(RequestTable& t, int n, MPI_Request reqs[], int* index, int* flag, MPI_S
   if (std::vector<int> done = taken.done(); !done.empty()) {  // the MPI would skip these
     *index = done[0];
     *flag = 1;
-    rc = taken.finish_one(*index, st);
+    rc = finish_done(taken, reqs, *index, st);
   } else {
     rc = next(&st);
     if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
@@ -273,14 +290,15 @@ int MPI_Testall(int n, MPI_Request reqs[], int* flag, MPI_Status statuses[]) {
   if (!t || n <= 0) return LOOM_NEXT(MPI_Testall)(n, reqs, flag, statuses);
   // Not all complete yet (the usual answer in a polling MPI_Waitall): said
   // without taking every op out of the table and putting it back.
-  if (!all_complete(*t, n, reqs)) {
+  const AllComplete all = all_complete(*t, n, reqs);
+  if (all == AllComplete::kNo) {
     *flag = 0;
     return MPI_SUCCESS;
   }
   Taken taken(*t, reqs, n);
   std::vector<MPI_Status> local;
   MPI_Status* st = statuses_or_local(statuses, n, local);
-  int rc = test_all(n, reqs, flag, st);
+  int rc = test_all(all, n, reqs, flag, st);
   if (rc == MPI_SUCCESS && !*flag) return rc;  // none completed: all go back
   if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
   return finish_listed(taken, nullptr, n, st, rc);

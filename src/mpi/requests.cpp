@@ -275,7 +275,7 @@ void RequestTable::finish_landed(bool throttled) {
     int flag = 0;
     MPI_Status st;
     st.MPI_ERROR = MPI_SUCCESS;
-    if (PMPI_Request_get_status(r, &flag, &st) != MPI_SUCCESS || !flag) continue;
+    if (peek_locked(r, &op, &flag, &st) != MPI_SUCCESS || !flag) continue;
     if (st.MPI_ERROR != MPI_SUCCESS) continue;  // a failed receive: its completion call reports it
     sts.push_back(st);
     ops.push_back(&op);
@@ -317,7 +317,7 @@ bool RequestTable::status_of(MPI_Request r, int* flag, MPI_Status* st, int* rc) 
   if (!op.finished) {
     MPI_Status got;
     got.MPI_ERROR = MPI_SUCCESS;
-    *rc = PMPI_Request_get_status(r, flag, &got);
+    *rc = peek_locked(r, &op, flag, &got);
     if (*rc != MPI_SUCCESS || !*flag) return true;
     if (got.MPI_ERROR != MPI_SUCCESS) return false;  // the MPI reports its own failure
     op.finished_rc = finish(op, got);
@@ -329,6 +329,72 @@ bool RequestTable::status_of(MPI_Request r, int* flag, MPI_Status* st, int* rc) 
   *rc = MPI_SUCCESS;
   if (st != MPI_STATUS_IGNORE) *st = op.finished_st;
   return true;
+}
+
+namespace {
+bool g_peek_deactivates = false;
+}
+
+void detect_peek_deactivates() {
+  constexpr int kTag = 0x4c4d;
+  int in = 0, out = 1;
+  MPI_Request rr = MPI_REQUEST_NULL, sr = MPI_REQUEST_NULL;
+  if (PMPI_Recv_init(&in, 1, MPI_INT, 0, kTag, MPI_COMM_SELF, &rr) != MPI_SUCCESS) return;
+  if (PMPI_Start(&rr) == MPI_SUCCESS &&
+      PMPI_Isend(&out, 1, MPI_INT, 0, kTag, MPI_COMM_SELF, &sr) == MPI_SUCCESS) {
+    int flag = 0;
+    MPI_Status st;
+    while (!flag && PMPI_Request_get_status(rr, &flag, &st) == MPI_SUCCESS) {
+    }
+    MPI_Status again;
+    again.MPI_TAG = kTag;
+    if (flag && PMPI_Request_get_status(rr, &flag, &again) == MPI_SUCCESS)
+      g_peek_deactivates = again.MPI_TAG != kTag;  // an empty status now
+    PMPI_Wait(&sr, MPI_STATUS_IGNORE);
+    PMPI_Wait(&rr, MPI_STATUS_IGNORE);
+  }
+  PMPI_Request_free(&rr);
+  if (g_peek_deactivates)
+    LOOM_INFO(kMpi,
+              "the MPI's MPI_Request_get_status deactivates complete persistent requests: "
+              "Loom keeps their statuses when it looks at them");
+}
+
+bool peek_deactivates() {
+  return g_peek_deactivates;
+}
+
+int RequestTable::peek_locked(MPI_Request r, PendingOp* op, int* flag, MPI_Status* st) {
+  if (op && op->peeked) {  // the MPI's own status is empty now
+    *flag = 1;
+    if (st != MPI_STATUS_IGNORE) *st = op->peeked_st;
+    return op->peeked_st.MPI_ERROR;
+  }
+  MPI_Status got;
+  got.MPI_ERROR = MPI_SUCCESS;
+  const int rc = PMPI_Request_get_status(r, flag, &got);
+  if (st != MPI_STATUS_IGNORE) *st = got;
+  if (!g_peek_deactivates || !*flag || r == MPI_REQUEST_NULL) return rc;
+  got.MPI_ERROR = rc;
+  if (op) {
+    op->peeked = true;
+    op->peeked_st = got;
+  } else {
+    PendingOp done;
+    done.kind = PendingOp::Kind::kDone;
+    done.done = got;
+    done.peeked = true;
+    done.peeked_st = got;
+    if (ops_.try_emplace(r, std::move(done)).second) n_.fetch_add(1, std::memory_order_release);
+  }
+  return rc;
+}
+
+int RequestTable::peek(MPI_Request r, int* flag, MPI_Status* st) {
+  if (!g_peek_deactivates) return PMPI_Request_get_status(r, flag, st);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = ops_.find(r);
+  return peek_locked(r, it == ops_.end() ? nullptr : &it->second, flag, st);
 }
 
 bool RequestTable::holds(MPI_Request r, PendingOp::Kind k) {
@@ -427,6 +493,7 @@ int finish(PendingOp& op, MPI_Status& st) {
     st = op.done;
     return st.MPI_ERROR;
   }
+  if (op.peeked) st = op.peeked_st;  // the MPI's own status is empty now
   // Before the status is read: an MPI need not fill in a collective's.
   if (op.kind == PendingOp::Kind::kColl && op.sched) {  // the round's error code came
     st.MPI_ERROR = persistent_result(*op.sched);

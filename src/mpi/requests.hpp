@@ -24,8 +24,9 @@ struct PersistentSchedule;
 struct PendingOp {
   // kHostRecv: a receive into host memory, watched only while the device
   // method is on, as it may match a device-method header. kDone: a started
-  // persistent receive that a message a probe kept met at MPI_Start; the
-  // MPI's request stays inactive, and completion reports `done`. kColl: a
+  // persistent receive that a message a probe kept met at MPI_Start (the
+  // MPI's request stays inactive), or a request of the user's that a look of
+  // Loom's found complete (RequestTable::peek); completion reports `done`. kColl: a
   // collective on host mirrors of device buffers; completion copies the
   // outputs back up (coll_call.hpp).
   // kZeroSend: a zero-copy device-method send, whose MPI request is the
@@ -72,7 +73,21 @@ struct PendingOp {
   bool finished = false;
   int finished_rc = MPI_SUCCESS;
   MPI_Status finished_st{};
+  // Loom's own look at the request (RequestTable::peek) found it complete
+  // where that look deactivates persistent requests (peek_deactivates): the
+  // MPI's next completion call gives an empty status, or skips the request,
+  // so completion reports peeked_st (its MPI_ERROR the look's return code).
+  bool peeked = false;
+  MPI_Status peeked_st{};
 };
+
+// MPICH 5.0.2's MPI_Request_get_status makes a complete persistent request
+// inactive (a second call, or the MPI_Test that should complete it, then
+// gives an empty status, and MPI_Waitany skips it); MPICH 4.0 and Open MPI
+// 4.1 leave it complete. Found once at MPI_Init (a persistent receive on
+// MPI_COMM_SELF, looked at twice): detect_peek_deactivates.
+void detect_peek_deactivates();
+bool peek_deactivates();
 
 // Receives whose requests completed with status *st, before finish(): the
 // device-method messages among them are pulled together (every copy and
@@ -105,6 +120,11 @@ class RequestTable {
   bool status_of(MPI_Request r, int* flag, MPI_Status* st, int* rc);
   // r is one of Loom's, of kind k.
   bool holds(MPI_Request r, PendingOp::Kind k);
+  // The MPI's MPI_Request_get_status on r, for Loom's own look at a request
+  // of the user's: where that look deactivates a complete persistent
+  // request (peek_deactivates), the status is kept in the table (on r's op,
+  // or a kDone op for r) and reported by r's completion call.
+  int peek(MPI_Request r, int* flag, MPI_Status* st);
   // Zero-copy sends may be waiting for this rank to read: finishes every
   // receive in the table whose request completed (finish_early). A scan
   // asks the MPI about each receive, and MPI_Request_get_status runs the
@@ -133,6 +153,7 @@ class RequestTable {
   void drain();  // at finalize: waits for every detached request
 
  private:
+  int peek_locked(MPI_Request r, PendingOp* op, int* flag, MPI_Status* st);  // mu_ held
   std::mutex mu_;
   std::unordered_map<MPI_Request, PendingOp> ops_;
   std::vector<std::pair<MPI_Request, PendingOp>> detached_;

@@ -344,6 +344,7 @@ extern "C" int loom_init(void) {
                                      rt->wanted_chunk(), rt->host_as_device(), native);
   }
   if (rt->rv) rt->probed = std::make_unique<mpi::ProbedMessages>(*rt->rv);
+  if (up) mpi::detect_peek_deactivates();
   if (up) rt->streams = std::make_unique<stream::Engine>();
   rt->load_model(rank <= 0);
   if (up) {  // said once a node

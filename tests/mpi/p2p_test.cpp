@@ -139,6 +139,119 @@ TEST_F(P2P, SixtyFourOutstandingAllCompletionCalls) {
   MPI_Type_free(&t);
 }
 
+// Persistent requests of host buffers beside device messages, completed by
+// every completion call, twice each: the persistent receive reports its
+// own status (source, tag, count) and data, and the any/some calls report
+// each request once. Polling completions look at requests before the MPI
+// completes them, and under MPICH 5.0 such a look deactivates a complete
+// persistent request (requests.hpp: peek_deactivates).
+TEST_F(P2P, PersistentRequestsKeepTheirStatusInEveryCompletionCall) {
+  const int me = rank(), peer = me ^ 1;
+  if (peer >= size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(16, 3, 5, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  std::vector<int> out(64), in(64);
+  MPI_Request pr, ps;
+  ASSERT_EQ(MPI_Recv_init(in.data(), 64, MPI_INT, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &pr),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Send_init(out.data(), 48 + me, MPI_INT, peer, 60 + me, MPI_COMM_WORLD, &ps),
+            MPI_SUCCESS);
+  const char* names[] = {"Waitall",  "Testall",  "Waitany", "Testany",
+                         "Waitsome", "Testsome", "Wait",    "Test"};
+  for (int how = 0; how < 8; ++how) {
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE(std::string(names[how]) + " round " + std::to_string(round));
+      for (int i = 0; i < 64; ++i) out[i] = 100000 * me + 1000 * how + 100 * round + i;
+      std::fill(in.begin(), in.end(), -1);
+      Buffer dsrc(t, 2, 7 + how), ddst(t, 2, 0);
+      Buffer initial = ddst;
+      MPI_Request reqs[4];
+      ASSERT_EQ(MPI_Irecv(ddst.origin(), 2, t, peer, 70, MPI_COMM_WORLD, &reqs[0]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Start(&pr), MPI_SUCCESS);
+      reqs[1] = pr;
+      ASSERT_EQ(MPI_Isend(dsrc.origin(), 2, t, peer, 70, MPI_COMM_WORLD, &reqs[2]), MPI_SUCCESS);
+      ASSERT_EQ(MPI_Start(&ps), MPI_SUCCESS);
+      reqs[3] = ps;
+      MPI_Status sts[4];
+      int reported[4] = {0, 0, 0, 0}, left = 4;
+      while (left > 0) {
+        int flag = 0, idx = MPI_UNDEFINED, outcount = 0, idxs[4];
+        MPI_Status st, some[4];
+        switch (how) {
+          case 0:
+          case 1:
+            if (how == 0)
+              ASSERT_EQ(MPI_Waitall(4, reqs, sts), MPI_SUCCESS);
+            else
+              ASSERT_EQ(MPI_Testall(4, reqs, &flag, sts), MPI_SUCCESS);
+            if (how == 0 || flag) {
+              for (int& r : reported) ++r;
+              left = 0;
+            }
+            break;
+          case 2:
+          case 3:
+            if (how == 2)
+              ASSERT_EQ(MPI_Waitany(4, reqs, &idx, &st), MPI_SUCCESS);
+            else
+              ASSERT_EQ(MPI_Testany(4, reqs, &idx, &flag, &st), MPI_SUCCESS);
+            if (how == 2 || flag) {
+              ASSERT_NE(idx, MPI_UNDEFINED) << left << " requests not reported";
+              sts[idx] = st;
+              ++reported[idx];
+              --left;
+            }
+            break;
+          case 4:
+          case 5:
+            if (how == 4)
+              ASSERT_EQ(MPI_Waitsome(4, reqs, &outcount, idxs, some), MPI_SUCCESS);
+            else
+              ASSERT_EQ(MPI_Testsome(4, reqs, &outcount, idxs, some), MPI_SUCCESS);
+            ASSERT_NE(outcount, MPI_UNDEFINED) << left << " requests not reported";
+            for (int k = 0; k < outcount; ++k) {
+              sts[idxs[k]] = some[k];
+              ++reported[idxs[k]];
+              --left;
+            }
+            break;
+          default:
+            for (int i = 0; i < 4; ++i) {
+              if (reported[i]) continue;
+              if (how == 6) {
+                ASSERT_EQ(MPI_Wait(&reqs[i], &sts[i]), MPI_SUCCESS);
+                flag = 1;
+              } else {
+                ASSERT_EQ(MPI_Test(&reqs[i], &flag, &sts[i]), MPI_SUCCESS);
+              }
+              if (flag) {
+                ++reported[i];
+                --left;
+              }
+            }
+            break;
+        }
+      }
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(reported[i], 1) << "request " << i;
+      EXPECT_EQ(reqs[1], pr) << "a persistent request stays allocated";
+      EXPECT_EQ(sts[1].MPI_SOURCE, peer);
+      EXPECT_EQ(sts[1].MPI_TAG, 60 + peer);
+      int count = -1;
+      MPI_Get_count(&sts[1], MPI_INT, &count);
+      ASSERT_EQ(count, 48 + peer);
+      for (int i = 0; i < count; ++i)
+        ASSERT_EQ(in[i], 100000 * peer + 1000 * how + 100 * round + i) << "element " << i;
+      EXPECT_EQ(in[count], -1) << "past the message";
+      Buffer from(t, 2, 7 + how);
+      ASSERT_EQ(ddst.bytes, expected(t, 2, from, t, 2, initial));
+    }
+  }
+  MPI_Request_free(&pr);
+  MPI_Request_free(&ps);
+  MPI_Type_free(&t);
+}
+
 // Wildcards: every other rank sends to rank 0 with its own tag; statuses
 // give source, tag and the count in the receiver's type.
 TEST_F(P2P, AnySourceAnyTag) {
