@@ -331,9 +331,17 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     if (by_channel || !slab_ || m.bytes < kSmallHeaderBytes)
       return Status(Err::kUnsupported, "no slab for a message under a header's size");
     slab_at = slab_->take(static_cast<size_t>(m.bytes));
+    if (!slab_at) {  // acks not yet asked for may return blocks
+      poll_acks(/*throttled=*/false);
+      slab_at = slab_->take(static_cast<size_t>(m.bytes));
+    }
     if (!slab_at) return Status(Err::kNoMemory, "the slab is full");
   } else {
     seg = mem_->acquire(static_cast<size_t>(m.bytes));
+    if (!seg) {
+      poll_acks(/*throttled=*/false);
+      seg = mem_->acquire(static_cast<size_t>(m.bytes));
+    }
     if (!seg) return seg.status();
   }
   void* dst = small ? static_cast<char*>(slab_seg_.ptr) + *slab_at : seg->ptr;
@@ -510,6 +518,10 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
   transport::Arena* a = arena();
   if (!a) return Status(Err::kNoMemory, "no stream arena");
   auto at = a->take(static_cast<size_t>(m.bytes));
+  if (!at) {
+    poll_acks(/*throttled=*/false);
+    at = a->take(static_cast<size_t>(m.bytes));
+  }
   if (!at) return Status(Err::kNoMemory, "the stream arena is full");
   *hdr = new_header(kSegment, next_seq_.fetch_add(1), static_cast<uint64_t>(m.bytes));
   hdr->offset = *at;
@@ -1072,7 +1084,14 @@ void Rendezvous::progress(bool flush) {
       n_sending_.fetch_sub(1, std::memory_order_release);
     }
   }
+  poll_acks(/*throttled=*/!flush);
+}
+
+void Rendezvous::poll_acks(bool throttled) {
   if (n_lent_.load(std::memory_order_acquire) == 0) return;
+  const int64_t now = now_ns();
+  if (throttled && now - acks_polled_ns_.load(std::memory_order_relaxed) < kAckPollGapNs) return;
+  acks_polled_ns_.store(now, std::memory_order_relaxed);
   stats::Scope phase(stats::kProgress);
   std::lock_guard<std::mutex> lk(mu_);
   for (;;) {
