@@ -9,7 +9,7 @@ jobs=$(nproc)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 failed=0
-step() { echo; echo "=== $*"; }
+step() { echo; echo "=== $* ($(date -u +%T))"; }
 
 step "format check"
 files=$(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h')
