@@ -88,6 +88,18 @@ class Taken {
   std::vector<bool> have_;
 };
 
+// A receive whose request failed: where the MPI truncated a device-method
+// header (a receive under 128 bytes), the sender's block or segment is
+// acked, as a blocking receive does (p2p.cpp); it would stay lent until
+// finalize.
+void failed(PendingOp& op, int err) {
+  int cls = MPI_SUCCESS;
+  if (err != MPI_SUCCESS) PMPI_Error_class(err, &cls);
+  loom::Runtime* rt = runtime();
+  if (cls == MPI_ERR_TRUNCATE && op.kind == PendingOp::Kind::kRecv && rt && rt->rv)
+    rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
+}
+
 // Statuses to use when the caller ignores them (Loom needs the byte counts).
 MPI_Status* statuses_or_local(MPI_Status* statuses, int n, std::vector<MPI_Status>& local) {
   if (statuses != MPI_STATUSES_IGNORE) return statuses;
@@ -107,7 +119,10 @@ int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc)
   for (int k = 0; k < n; ++k) {
     const int i = which ? which[k] : k;
     if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR != MPI_SUCCESS) {
-      if (st[k].MPI_ERROR != MPI_ERR_PENDING) taken.drop(i);
+      if (st[k].MPI_ERROR != MPI_ERR_PENDING) {
+        if (PendingOp* op = taken.op(i)) failed(*op, st[k].MPI_ERROR);
+        taken.drop(i);
+      }
       continue;  // pending ops go back to the table
     }
     int e = taken.finish_one(i, st[k]);
@@ -158,7 +173,14 @@ int test_all(AllComplete all, int n, MPI_Request reqs[], int* flag, MPI_Status s
 // request, the request's release for one a look of Loom's found complete.
 int finish_done(Taken& taken, MPI_Request reqs[], int i, MPI_Status& st) {
   int flag = 0;
-  LOOM_NEXT(MPI_Test)(&reqs[i], &flag, MPI_STATUS_IGNORE);
+  MPI_Status mpi_st;
+  if (const int rc = LOOM_NEXT(MPI_Test)(&reqs[i], &flag, &mpi_st); rc != MPI_SUCCESS) {
+    if (PendingOp* op = taken.op(i)) failed(*op, rc);  // a truncated receive, say
+    taken.drop(i);
+    st = mpi_st;
+    st.MPI_ERROR = rc;
+    return rc;
+  }
   return taken.finish_one(i, st);
 }
 
@@ -203,8 +225,14 @@ int any(RequestTable& t, int n, MPI_Request reqs[], int* index, int* flag, MPI_S
     *flag = 1;
     rc = finish_done(taken, reqs, *index, st);
   } else {
+    *index = MPI_UNDEFINED;  // left so if the MPI says nothing of which failed
     rc = next(&st);
-    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) rc = taken.finish_one(*index, st);
+    if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) {
+      rc = taken.finish_one(*index, st);
+    } else if (rc != MPI_SUCCESS && *index >= 0 && *index < n) {  // that request failed
+      if (PendingOp* op = taken.op(*index)) failed(*op, rc);
+      taken.drop(*index);  // its handle is the MPI's again
+    }
   }
   if (status != MPI_STATUS_IGNORE && *flag) *status = st;
   return rc;
@@ -248,7 +276,10 @@ int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Wait)(req, status);
   MPI_Status st;
   int rc = LOOM_NEXT(MPI_Wait)(req, &st);
-  if (rc == MPI_SUCCESS) rc = finish(op, st);
+  if (rc == MPI_SUCCESS)
+    rc = finish(op, st);
+  else
+    failed(op, rc);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }
@@ -265,7 +296,10 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
     t->add(before, std::move(op));  // still pending: its handle cannot have been reused
     return rc;
   }
-  if (rc == MPI_SUCCESS) rc = finish(op, st);
+  if (rc == MPI_SUCCESS)
+    rc = finish(op, st);
+  else
+    failed(op, rc);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }

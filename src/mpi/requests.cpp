@@ -163,6 +163,7 @@ void pull_together(const std::vector<Landed>& landed) {
     if (op.finished || op.kind != PendingOp::Kind::kRecv || !op.mover) continue;
     MPI_Count received = 0;
     MPI_Get_elements_x(l.st, MPI_BYTE, &received);
+    if (received > static_cast<MPI_Count>(op.staged.bytes)) continue;  // truncated: finish() says
     Header h;
     if (received <= 0 || !rv->is_header(op.staged.host, static_cast<size_t>(received), &h)) {
       int cancelled = 0;
@@ -493,7 +494,10 @@ int finish(PendingOp& op, MPI_Status& st) {
     st = op.done;
     return st.MPI_ERROR;
   }
-  if (op.peeked) st = op.peeked_st;  // the MPI's own status is empty now
+  if (op.peeked) {  // the MPI's own status is empty now
+    st = op.peeked_st;
+    if (st.MPI_ERROR != MPI_SUCCESS) return st.MPI_ERROR;
+  }
   // Before the status is read: an MPI need not fill in a collective's.
   if (op.kind == PendingOp::Kind::kColl && op.sched) {  // the round's error code came
     st.MPI_ERROR = persistent_result(*op.sched);
@@ -528,6 +532,14 @@ int finish(PendingOp& op, MPI_Status& st) {
   MPI_Count received = 0;
   MPI_Get_elements_x(&st, MPI_BYTE, &received);
   if (received == MPI_UNDEFINED || received < 0) received = 0;
+  // A truncated receive whose status counts the whole message (Open MPI's
+  // MPI_Request_get_status of one, before the call that reports the error):
+  // no more than the staging holds was written, and nothing is read past it.
+  if ((op.kind == PendingOp::Kind::kRecv || op.kind == PendingOp::Kind::kNativeRecv) &&
+      received > static_cast<MPI_Count>(op.staged.bytes)) {
+    st.MPI_ERROR = MPI_ERR_TRUNCATE;
+    return MPI_ERR_TRUNCATE;
+  }
   Runtime* rt = runtime();
   Rendezvous* rv = rt ? rt->rv.get() : nullptr;
   Status s;
