@@ -35,7 +35,7 @@ ctest --test-dir build-ci-mpich --output-on-failure -j "$jobs" || failed=1
 # stream functions are built with MPICH's own types and interpose its own.
 # Only the library, the stream tests and point-to-point in three modes (a
 # Debug build compiles fastest): MPICH 5.0 behaves unlike 4.0 where Loom
-# looks at requests (requests.hpp: peek_deactivates).
+# looks at requests (requests.hpp: detect_peek_deactivates).
 whl=.whl/mpich-5.0.2/mpich-5.0.2.data/data
 if [ -x "$whl/bin/mpicc" ]; then
   step "MPICH 5.0 (PyPI wheel): the MPIX stream API over MPICH's own declarations"

@@ -67,7 +67,7 @@ class Taken {
   PendingOp* op(int i) { return have_[i] ? &ops_[i] : nullptr; }
   // The ops the MPI would skip: persistent receives met at MPI_Start, whose
   // requests it never started, and requests a look of Loom's made inactive
-  // (peek_deactivates): an inactive request is no completion to it.
+  // (detect_peek_deactivates): an inactive request is no completion to it.
   std::vector<int> done() const {
     std::vector<int> out;
     for (size_t i = 0; i < ops_.size(); ++i)
@@ -87,18 +87,6 @@ class Taken {
   std::vector<PendingOp> ops_;
   std::vector<bool> have_;
 };
-
-// A receive whose request failed: where the MPI truncated a device-method
-// header (a receive under 128 bytes), the sender's block or segment is
-// acked, as a blocking receive does (p2p.cpp); it would stay lent until
-// finalize.
-void failed(PendingOp& op, int err) {
-  int cls = MPI_SUCCESS;
-  if (err != MPI_SUCCESS) PMPI_Error_class(err, &cls);
-  loom::Runtime* rt = runtime();
-  if (cls == MPI_ERR_TRUNCATE && op.kind == PendingOp::Kind::kRecv && rt && rt->rv)
-    rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
-}
 
 // Statuses to use when the caller ignores them (Loom needs the byte counts).
 MPI_Status* statuses_or_local(MPI_Status* statuses, int n, std::vector<MPI_Status>& local) {
@@ -120,7 +108,7 @@ int finish_listed(Taken& taken, const int* which, int n, MPI_Status* st, int rc)
     const int i = which ? which[k] : k;
     if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR != MPI_SUCCESS) {
       if (st[k].MPI_ERROR != MPI_ERR_PENDING) {
-        if (PendingOp* op = taken.op(i)) failed(*op, st[k].MPI_ERROR);
+        if (PendingOp* op = taken.op(i)) ack_truncated_header(*op, st[k].MPI_ERROR);
         taken.drop(i);
       }
       continue;  // pending ops go back to the table
@@ -175,7 +163,7 @@ int finish_done(Taken& taken, MPI_Request reqs[], int i, MPI_Status& st) {
   int flag = 0;
   MPI_Status mpi_st;
   if (const int rc = LOOM_NEXT(MPI_Test)(&reqs[i], &flag, &mpi_st); rc != MPI_SUCCESS) {
-    if (PendingOp* op = taken.op(i)) failed(*op, rc);  // a truncated receive, say
+    if (PendingOp* op = taken.op(i)) ack_truncated_header(*op, rc);  // a truncated receive, say
     taken.drop(i);
     st = mpi_st;
     st.MPI_ERROR = rc;
@@ -230,7 +218,7 @@ int any(RequestTable& t, int n, MPI_Request reqs[], int* index, int* flag, MPI_S
     if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) {
       rc = taken.finish_one(*index, st);
     } else if (rc != MPI_SUCCESS && *index >= 0 && *index < n) {  // that request failed
-      if (PendingOp* op = taken.op(*index)) failed(*op, rc);
+      if (PendingOp* op = taken.op(*index)) ack_truncated_header(*op, rc);
       taken.drop(*index);  // its handle is the MPI's again
     }
   }
@@ -279,7 +267,7 @@ int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   if (rc == MPI_SUCCESS)
     rc = finish(op, st);
   else
-    failed(op, rc);
+    ack_truncated_header(op, rc);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }
@@ -299,7 +287,7 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
   if (rc == MPI_SUCCESS)
     rc = finish(op, st);
   else
-    failed(op, rc);
+    ack_truncated_header(op, rc);
   if (status != MPI_STATUS_IGNORE) *status = st;
   return rc;
 }

@@ -368,10 +368,7 @@ int post_recv(void* buf, int count, MPI_Datatype type, MPI_Comm comm, PendingOp&
   }
   rc = post(where, a.count, a.type);
   if (!p.span()) a.release();
-  Runtime* rt = runtime();
-  if (blocking && rc != MPI_SUCCESS && rt->rv && op.kind == PendingOp::Kind::kRecv)
-    // a header the MPI cut short?
-    rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
+  if (blocking && rc != MPI_SUCCESS) ack_truncated_header(op, rc);  // a header cut short?
   return rc;
 }
 

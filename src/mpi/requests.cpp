@@ -361,8 +361,12 @@ void detect_peek_deactivates() {
               "Loom keeps their statuses when it looks at them");
 }
 
-bool peek_deactivates() {
-  return g_peek_deactivates;
+void ack_truncated_header(PendingOp& op, int err) {
+  int cls = MPI_SUCCESS;
+  if (err != MPI_SUCCESS) PMPI_Error_class(err, &cls);
+  Runtime* rt = runtime();
+  if (cls == MPI_ERR_TRUNCATE && op.kind == PendingOp::Kind::kRecv && rt && rt->rv)
+    rt->rv->ack_if_truncated_header(op.staged.host, op.staged.bytes);
 }
 
 int RequestTable::peek_locked(MPI_Request r, PendingOp* op, int* flag, MPI_Status* st) {

@@ -74,7 +74,7 @@ struct PendingOp {
   int finished_rc = MPI_SUCCESS;
   MPI_Status finished_st{};
   // Loom's own look at the request (RequestTable::peek) found it complete
-  // where that look deactivates persistent requests (peek_deactivates): the
+  // where that look deactivates persistent requests (detect_peek_deactivates): the
   // MPI's next completion call gives an empty status, or skips the request,
   // so completion reports peeked_st (its MPI_ERROR the look's return code).
   bool peeked = false;
@@ -87,7 +87,12 @@ struct PendingOp {
 // 4.1 leave it complete. Found once at MPI_Init (a persistent receive on
 // MPI_COMM_SELF, looked at twice): detect_peek_deactivates.
 void detect_peek_deactivates();
-bool peek_deactivates();
+
+// A receive whose request failed with err: where the MPI truncated a
+// device-method header (a receive under 128 bytes), the sender's block or
+// segment is acked; it would stay lent until finalize. Every call that
+// reports a receive's failure, blocking or not, calls this.
+void ack_truncated_header(PendingOp& op, int err);
 
 // Receives whose requests completed with status *st, before finish(): the
 // device-method messages among them are pulled together (every copy and
@@ -122,7 +127,7 @@ class RequestTable {
   bool holds(MPI_Request r, PendingOp::Kind k);
   // The MPI's MPI_Request_get_status on r, for Loom's own look at a request
   // of the user's: where that look deactivates a complete persistent
-  // request (peek_deactivates), the status is kept in the table (on r's op,
+  // request (detect_peek_deactivates), the status is kept in the table (on r's op,
   // or a kDone op for r) and reported by r's completion call.
   int peek(MPI_Request r, int* flag, MPI_Status* st);
   // Zero-copy sends may be waiting for this rank to read: finishes every

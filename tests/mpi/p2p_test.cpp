@@ -144,7 +144,7 @@ TEST_F(P2P, SixtyFourOutstandingAllCompletionCalls) {
 // own status (source, tag, count) and data, and the any/some calls report
 // each request once. Polling completions look at requests before the MPI
 // completes them, and under MPICH 5.0 such a look deactivates a complete
-// persistent request (requests.hpp: peek_deactivates).
+// persistent request (requests.hpp: detect_peek_deactivates).
 TEST_F(P2P, PersistentRequestsKeepTheirStatusInEveryCompletionCall) {
   const int me = rank(), peer = me ^ 1;
   if (peer >= size()) return;
