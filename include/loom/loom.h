@@ -55,6 +55,11 @@ int loom_set_coll_method(const char* name);
  * MPI_Start of a persistent one (MPI_..._init). For tests and benchmarks. */
 int loom_coll_schedules(long long* count);
 
+/* How many blocking collectives this process has run staged through host
+ * memory in pipelined chunks (LOOM_COLL_PIPELINE_*: ranks on several nodes,
+ * or no CUDA IPC). For tests and benchmarks. */
+int loom_coll_staged(long long* count);
+
 /* Why a device message of `count` elements of `type` moves as it does: its
  * canonical form and kernel layout, the model's predicted one-way time of
  * each method (from loom-measure's profile; "no profile" without one) and

@@ -9,6 +9,7 @@
 #include "coll/reduce_map.hpp"
 #include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
+#include "mpi/coll_staged.hpp"
 #include "mpi/device_message.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/neighbor_order.hpp"
@@ -33,7 +34,7 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
   if (c.request() || !c.active() || c.inter_comm() || c.size() < 2 || !rt->rv || !rt->rv->lends())
     return false;
   const Mode m = mode();
-  if (m == Mode::kMirror) return false;
+  if (m == Mode::kMirror || m == Mode::kStaged) return false;
   if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
   if (!rt->rv->all_on_node(c.comm())) return false;
   env->comm = c.comm();
@@ -164,7 +165,7 @@ bool schedule_gate(const Call& c, int64_t bytes) {
     return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
-  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_schedule_min) return false;
+  if (m != Mode::kNode && bytes < rt->coll_schedule_min) return false;
   return rt->rv->all_on_node(c.comm());
 }
 
@@ -656,6 +657,7 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   size_t n = 0;
   if (nccl_gate(c, int64_t{count} * type_size(t), device_run(buf, count, t, &at, &n)))
     return nccl_settle(c, coll::nccl::bcast(c.comm(), at, n, root), rc);
+  if (staged::bcast(c, buf, count, t, root, rc)) return true;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   TypeRegistry::Entry keep;
   return settle(c, coll::bcast(env, part(buf, count, t, &keep), root), rc);
@@ -704,6 +706,7 @@ bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
     if (nccl_gate(c, int64_t{count} * type_size(t), can))
       return nccl_settle(c, coll::nccl::allreduce(c.comm(), in, out, count, t, op), rc);
   }
+  if (staged::allreduce(c, s, r, count, t, op, rc)) return true;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, true);
   const bool split = coll::split_allreduce(count, int64_t{count} * type_size(t), c.size());
@@ -739,6 +742,7 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
     if (nccl_gate(c, int64_t{count} * type_size(t), can))
       return nccl_settle(c, coll::nccl::reduce(c.comm(), in, out, count, t, op, root), rc);
   }
+  if (staged::reduce(c, s, r, count, t, op, root, rc)) return true;
   if (!gate(c, int64_t{count} * type_size(t), &env)) return false;
   Fold f(op, t, count, s, r, count, c.rank() == root);
   return settle(c, coll::reduce(env, f.in, r, f.count, f.op, f.basic, f.can, root), rc);
@@ -855,6 +859,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
     if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
       return nccl_settle(c, coll::nccl::allgather(c.comm(), in, out, each), rc);
   }
+  if (staged::allgather(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {
     if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
@@ -891,6 +896,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
       return nccl_settle(
           c, coll::nccl::alltoall(c.comm(), in, out, rn / static_cast<size_t>(c.size())), rc);
   }
+  if (staged::alltoall(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {
     if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
@@ -941,5 +947,11 @@ extern "C" int loom_set_coll_method(const char* name) {
 extern "C" int loom_coll_schedules(long long* count) {
   if (!count) return MPI_ERR_ARG;
   *count = loom::mpi::schedules_started();
+  return MPI_SUCCESS;
+}
+
+extern "C" int loom_coll_staged(long long* count) {
+  if (!count) return MPI_ERR_ARG;
+  *count = loom::mpi::staged::calls();
   return MPI_SUCCESS;
 }

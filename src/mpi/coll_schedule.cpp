@@ -67,40 +67,6 @@ int no_cancel(void*, int) {
   return MPI_SUCCESS;  // a collective cannot be cancelled (erroneous in MPI)
 }
 
-// comm's private twin, made at its first schedule (a collective call every
-// rank makes at the same point: their first nonblocking collective with a
-// schedule on comm) and freed with comm.
-int g_keyval = MPI_KEYVAL_INVALID;
-int free_twin(MPI_Comm, int, void* attr, void*) {
-  auto* twin = static_cast<MPI_Comm*>(attr);
-  PMPI_Comm_free(twin);
-  delete twin;
-  return MPI_SUCCESS;
-}
-int twin_of(MPI_Comm comm, MPI_Comm* out) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lk(mu);
-  if (g_keyval == MPI_KEYVAL_INVALID &&
-      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_twin, &g_keyval, nullptr) != MPI_SUCCESS)
-    return MPI_ERR_INTERN;
-  void* attr = nullptr;
-  int found = 0;
-  if (PMPI_Comm_get_attr(comm, g_keyval, &attr, &found) == MPI_SUCCESS && found) {
-    *out = *static_cast<MPI_Comm*>(attr);
-    return MPI_SUCCESS;
-  }
-  auto* twin = new MPI_Comm(MPI_COMM_NULL);
-  if (int rc = PMPI_Comm_dup(comm, twin); rc != MPI_SUCCESS) {
-    delete twin;
-    return rc;
-  }
-  // Loom's messages must not reach the caller's error handler as its own.
-  PMPI_Comm_set_errhandler(*twin, MPI_ERRORS_RETURN);
-  PMPI_Comm_set_attr(comm, g_keyval, twin);
-  *out = *twin;
-  return MPI_SUCCESS;
-}
-
 // Whether a receive of a schedule must take its message as bytes
 // (host_recv_as_bytes).
 bool as_bytes(const SchedMsg& m, size_t* bytes) {
@@ -133,7 +99,39 @@ bool advance(Live& l) {
   return true;
 }
 
+int g_keyval = MPI_KEYVAL_INVALID;  // the twin's attribute
+int free_twin(MPI_Comm, int, void* attr, void*) {
+  auto* twin = static_cast<MPI_Comm*>(attr);
+  PMPI_Comm_free(twin);
+  delete twin;
+  return MPI_SUCCESS;
+}
+
 }  // namespace
+
+int twin_comm(MPI_Comm comm, MPI_Comm* out) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  if (g_keyval == MPI_KEYVAL_INVALID &&
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_twin, &g_keyval, nullptr) != MPI_SUCCESS)
+    return MPI_ERR_INTERN;
+  void* attr = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(comm, g_keyval, &attr, &found) == MPI_SUCCESS && found) {
+    *out = *static_cast<MPI_Comm*>(attr);
+    return MPI_SUCCESS;
+  }
+  auto* twin = new MPI_Comm(MPI_COMM_NULL);
+  if (int rc = PMPI_Comm_dup(comm, twin); rc != MPI_SUCCESS) {
+    delete twin;
+    return rc;
+  }
+  // Loom's messages must not reach the caller's error handler as its own.
+  PMPI_Comm_set_errhandler(*twin, MPI_ERRORS_RETURN);
+  PMPI_Comm_set_attr(comm, g_keyval, twin);
+  *out = *twin;
+  return MPI_SUCCESS;
+}
 
 // A persistent collective of Loom's: the caller's request is `recv`'s
 // persistent receive of `result` from this process, on a private duplicate
@@ -258,7 +256,7 @@ long long schedules_started() {
 int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req) {
   if (!req) return raise(comm, MPI_ERR_REQUEST, "null request");
   MPI_Comm twin = MPI_COMM_NULL;
-  if (int rc = twin_of(comm, &twin); rc != MPI_SUCCESS)
+  if (int rc = twin_comm(comm, &twin); rc != MPI_SUCCESS)
     return raise(comm, rc, "no private communicator for a nonblocking collective");
   g_reached = true;
   if (g_how == Posting::kTry) {  // the twin is made; nothing posted

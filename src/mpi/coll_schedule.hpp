@@ -86,6 +86,11 @@ void progress_schedules();
 // the collective would then wait for a peer's completion call.
 bool posting_schedule();
 
+// comm's private twin (MPI_ERRORS_RETURN), made at the first call that asks
+// for it (one every rank of comm makes at the same point: a nonblocking
+// collective's schedule, a pipelined staged collective) and freed with comm.
+int twin_comm(MPI_Comm comm, MPI_Comm* out);
+
 // Schedules started so far in this process (loom_coll_schedules()).
 long long schedules_started();
 

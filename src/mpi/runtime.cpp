@@ -49,12 +49,14 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   pipeline_min_ = min > 0 ? static_cast<size_t>(min) : 0;
   CollMethod cm = CollMethod::kAuto;
   if (!parse_coll(knobs().coll_method, &cm))
-    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (nccl|node|mirror|auto): using auto",
+    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (nccl|node|staged|mirror|auto): using auto",
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
   coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
+  coll_pipeline_min = std::atoll(knobs().coll_pipeline_min.c_str());
+  coll_pipeline_chunk = std::max<int64_t>(std::atoll(knobs().coll_pipeline_chunk.c_str()), 1);
   // LOOM_ZCOPY_MIN: unset, from the header's size up (below it the device
   // method does not run); negative or "off": never.
   const std::string& zc = knobs().zcopy_min;
@@ -75,6 +77,8 @@ bool Runtime::parse_coll(const std::string& name, CollMethod* out) {
     *out = CollMethod::kMirror;
   else if (name == "nccl")
     *out = CollMethod::kNccl;
+  else if (name == "staged")
+    *out = CollMethod::kStaged;
   else if (name == "auto")
     *out = CollMethod::kAuto;
   else

@@ -53,6 +53,8 @@ class Runtime {
   transport::Mover* mover(transport::Method m);
   // The mover for plain copies and whole spans of `bytes`.
   transport::Mover* mover_for(size_t bytes);
+  // The host engine's mover (host buffers, whatever the mode).
+  transport::Mover* host_mover() { return host_.get(); }
   // Called by Loom's stream thread (stream/engine.cpp) as it starts: device
   // messages it moves take GPU movers of its own, on non-blocking streams.
   // It runs while application streams wait for it, and a blocking stream
@@ -61,12 +63,14 @@ class Runtime {
   // How collectives on device buffers run (LOOM_COLL_METHOD, read at
   // start-up; loom_set_coll_method), and the smallest call, in bytes each
   // rank receives, that `auto` gives the node-local engine.
-  enum class CollMethod { kAuto, kNode, kMirror, kNccl };
+  enum class CollMethod { kAuto, kNode, kMirror, kNccl, kStaged };
   static bool parse_coll(const std::string& name, CollMethod* out);
   std::atomic<CollMethod> coll_method{CollMethod::kAuto};
   int64_t coll_node_min = 32768;
   int64_t coll_schedule_min = 262144;  // nonblocking collectives' schedules, in auto
   int64_t coll_lend_min = 4194304;     // LOOM_COLL_LEND_MIN; -1: never
+  int64_t coll_pipeline_min = 1048576;    // pipelined staged collectives, in auto
+  int64_t coll_pipeline_chunk = 1048576;  // their chunk
   // The node-local collectives' reductions: GPU kernels (made on first use),
   // or the host fold in the host test mode; null when none can be made.
   coll::Reducer* reducer();

@@ -19,11 +19,19 @@ namespace loom {
     "how device messages move: device|oneshot|staged|auto (all ranks alike)")                  \
   X(coll_method, "LOOM_COLL_METHOD", "auto",                                                   \
     "how collectives on device buffers run: node (the node-local engine, where every rank "    \
-    "can)|mirror (the MPI's own on host mirrors)|auto (all ranks alike)")                      \
+    "can)|staged (pipelined through host staging)|mirror (the MPI's own on host "              \
+    "mirrors)|nccl|auto (all ranks alike)")                                                    \
   X(coll_node_min, "LOOM_COLL_NODE_MIN", "32768",                                              \
     "auto: smallest collective (bytes each rank receives) for the node-local engine")          \
   X(coll_schedule_min, "LOOM_COLL_SCHEDULE_MIN", "262144",                                     \
     "auto: smallest nonblocking collective (bytes each rank receives) run as a schedule")      \
+  X(coll_pipeline_min, "LOOM_COLL_PIPELINE_MIN", "1048576",                                    \
+    "auto: smallest blocking collective (bytes each rank receives) staged through host "       \
+    "memory in pipelined chunks where the node-local engine cannot run (ranks on several "     \
+    "nodes, or no CUDA IPC)")                                                                  \
+  X(coll_pipeline_chunk, "LOOM_COLL_PIPELINE_CHUNK", "1048576",                                \
+    "the chunk (bytes) of pipelined staged collectives: one chunk goes down to host memory "   \
+    "while the one before is exchanged by the MPI and the one before that goes up")            \
   X(coll_lend_min, "LOOM_COLL_LEND_MIN", "4194304",                                            \
     "node-local collectives read contiguous device buffers of at least this many bytes "       \
     "where they lie (whole 2 MiB pages of a cudaMalloc allocation, which peers map through "   \

@@ -2987,6 +2987,106 @@ TEST_F(Coll, InterCommunicator) {
 
 // Larger messages: blocks of tens of KiB to a MiB, through every collective
 // family (the node-local engine takes messages of this size).
+// Blocking calls staged through host memory in pipelined chunks
+// (LOOM_COLL_METHOD=staged; or auto with LOOM_COLL_PIPELINE_MIN=0 where
+// every rank counts as on a node of its own): each of the five runs there
+// whatever mix of host and device buffers the ranks pass, in place too,
+// with element counts that leave a short last chunk.
+TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
+  const int P = x_.size, me = x_.rank;
+  auto env_is = [](const char* name, const char* want) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == want;
+  };
+  const bool staged = backend().device_path() &&
+                      (env_is("LOOM_COLL_METHOD", "staged") ||
+                       (env_is("LOOM_TEST_OFF_NODE", "1") && env_is("LOOM_COLL_PIPELINE_MIN", "0")));
+  Backend& be = backend();
+  auto value = [](int rank, size_t i, int round) {
+    return rank * 100003 + static_cast<int>(i) * 7 + round;
+  };
+  for (int round = 0; round < 4; ++round) {
+    Watchdog::get().note("pipelined staging, round " + std::to_string(round));
+    const bool dev = !(round % 2 == 1 && me == P - 1);  // odd rounds: the last rank's on the host
+    const bool in_place = round >= 2;
+    const int n = 1000 + 37 * round;  // ints a rank
+    const size_t all = static_cast<size_t>(n) * static_cast<size_t>(P);
+    const size_t un = static_cast<size_t>(n);
+    void* s = be.alloc(all * sizeof(int), dev);
+    void* r = be.alloc(all * sizeof(int), dev);
+    std::vector<int> h(all), got(all);
+    long long before = 0, after = 0;
+    loom_coll_staged(&before);
+
+    for (size_t i = 0; i < un; ++i) h[i] = value(me, i, round);
+    be.put(in_place ? r : s, h.data(), un * sizeof(int), dev);
+    EXPECT_EQ(MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, n, MPI_INT, MPI_SUM, x_.comm),
+              MPI_SUCCESS);
+    be.get(got.data(), r, un * sizeof(int), dev);
+    int bad = 0;
+    for (size_t i = 0; i < un; ++i) {
+      int want = 0;
+      for (int p = 0; p < P; ++p) want += value(p, i, round);
+      bad += got[i] != want;
+    }
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allreduce, round " << round;
+
+    const int root = round % P;
+    be.put(in_place && me == root ? r : s, h.data(), un * sizeof(int), dev);
+    EXPECT_EQ(MPI_Reduce(in_place && me == root ? MPI_IN_PLACE : s, r, n, MPI_INT, MPI_MAX, root,
+                         x_.comm),
+              MPI_SUCCESS);
+    if (me == root) {
+      be.get(got.data(), r, un * sizeof(int), dev);
+      bad = 0;
+      for (size_t i = 0; i < un; ++i) bad += got[i] != value(P - 1, i, round);
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Reduce, round " << round;
+    }
+
+    be.put(s, h.data(), un * sizeof(int), dev);
+    EXPECT_EQ(MPI_Bcast(s, n, MPI_INT, root, x_.comm), MPI_SUCCESS);
+    be.get(got.data(), s, un * sizeof(int), dev);
+    bad = 0;
+    for (size_t i = 0; i < un; ++i) bad += got[i] != value(root, i, round);
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Bcast, round " << round;
+
+    // Allgather: in place, this rank's block already sits in r.
+    be.put(in_place ? static_cast<int*>(r) + un * static_cast<size_t>(me) : s, h.data(),
+           un * sizeof(int), dev);
+    EXPECT_EQ(MPI_Allgather(in_place ? MPI_IN_PLACE : s, n, MPI_INT, r, n, MPI_INT, x_.comm),
+              MPI_SUCCESS);
+    be.get(got.data(), r, all * sizeof(int), dev);
+    bad = 0;
+    for (int p = 0; p < P; ++p)
+      for (size_t i = 0; i < un; ++i) bad += got[un * static_cast<size_t>(p) + i] != value(p, i, round);
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allgather, round " << round;
+
+    // Alltoall: block p of rank q holds value(q, p * n + i).
+    for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
+    be.put(in_place ? r : s, h.data(), all * sizeof(int), dev);
+    const int each = n;
+    EXPECT_EQ(in_place ? MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, r, each, MPI_INT, x_.comm)
+                       : MPI_Alltoall(s, each, MPI_INT, r, each, MPI_INT, x_.comm),
+              MPI_SUCCESS);
+    be.get(got.data(), r, all * sizeof(int), dev);
+    bad = 0;
+    for (int p = 0; p < P; ++p)
+      for (size_t i = 0; i < un; ++i)
+        bad += got[un * static_cast<size_t>(p) + i] !=
+               value(p, un * static_cast<size_t>(me) + i, round);
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoall, round " << round;
+
+    loom_coll_staged(&after);
+    if (staged) {
+      EXPECT_EQ(after - before, 5) << rank_tag() << "calls staged in round " << round;
+    } else if (!backend().device_path()) {
+      EXPECT_EQ(after - before, 0) << rank_tag() << "host buffers staged in round " << round;
+    }
+    be.release(s, dev);
+    be.release(r, dev);
+  }
+}
+
 TEST_F(Coll, LargerMessages) {
   MPI_Datatype big;
   MPI_Type_vector(4096, 3, 4, MPI_INT, &big);  // 48 KiB of data in 64 KiB
