@@ -156,17 +156,30 @@ Status mpi_status(int rc, const char* what) {
   return rc == MPI_SUCCESS ? Status::ok() : Status(Err::kMpi, what);
 }
 
-// Every rank of c agrees: true when some rank has device memory among its
-// `sides` and every rank can take part (`can`).
+bool forced() {
+  return runtime()->coll_method.load(std::memory_order_relaxed) == Mode::kStaged;
+}
+
+// Every rank of c agrees: true when every rank can take part (`can`), some
+// rank has device memory among its `sides`, and, unless LOOM_COLL_METHOD is
+// `staged`, some rank's device data has gaps. Contiguous data gained nothing
+// over the mirrors on one H100 with ranks counted off the node, where the
+// MPI's own exchange is most of the time (docs/collectives.md); data with
+// gaps gained 2.8-5x: the mirrors copy its whole span and the MPI packs it
+// on the host, where here one kernel packs it on the device.
 bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
-  int mine[2] = {0, can ? 0 : 1}, all[2] = {0, 1};
-  for (const Side* s : sides) mine[0] |= s->device ? 1 : 0;
+  int mine[3] = {0, can ? 0 : 1, 0}, all[3] = {0, 1, 0};
+  for (const Side* s : sides) {
+    int64_t base = 0;
+    mine[0] |= s->device ? 1 : 0;
+    mine[2] |= s->device && s->msg.form && !transport::contiguous_at(s->msg, &base) ? 1 : 0;
+  }
   blocking_call(
       collectives_poll(),
-      [&] { return PMPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, c.comm()); },
-      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 2, MPI_INT, MPI_MAX, c.comm(), r); });
+      [&] { return PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm()); },
+      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm(), r); });
   if (all[1]) LOOM_DEBUG(kMpi, "%s: pipelined staging declined (some rank cannot take part)", c.fn());
-  return all[0] && !all[1];
+  return all[0] && !all[1] && (all[2] || forced());
 }
 
 // The chunk for a call moving `total` bytes (alike on every rank), a
@@ -212,7 +225,9 @@ bool reducible(MPI_Datatype t, int* size) {
 bool reduction(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int root,
                int* rc) {
   int size = 0;
-  if (count <= 0 || op == MPI_OP_NULL || !reducible(t, &size) || !gate(c, int64_t{count} * size))
+  // Contiguous: in auto the mirrors do as well (agree()).
+  if (!forced() || count <= 0 || op == MPI_OP_NULL || !reducible(t, &size) ||
+      !gate(c, int64_t{count} * size))
     return false;
   const bool out_here = root < 0 || c.rank() == root;
   Side in, out;
