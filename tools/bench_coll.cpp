@@ -37,7 +37,8 @@ namespace loom::tools {
 namespace {
 
 int g_rank = 0, g_size = 1;
-size_t g_from = 0;  // --from: smaller sizes are skipped
+size_t g_from = 0;              // --from: smaller sizes are skipped
+const char* g_second = "node";  // --second: the method of the "node" column
 
 #ifdef LOOM_HAVE_NCCL
 // NCCL on MPI_COMM_WORLD, where every rank has a GPU of its own (it refuses
@@ -145,11 +146,12 @@ struct Row {
 void print(const std::vector<Row>& rows, FILE* csv) {
   if (g_rank != 0) return;
   std::printf(
-      "\n| collective | bytes/rank | Loom auto us | node engine us | mirrors us | user-level us "
+      "\n| collective | bytes/rank | Loom auto us | %s us | mirrors us | user-level us "
       "| send-recv us | NCCL us | bound us | auto vs user | auto vs send-recv | NCCL / auto "
       "| %% of bound |\n"
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-      "|\n");
+      "|\n",
+      std::strcmp(g_second, "node") == 0 ? "node engine" : g_second);
   for (const Row& r : rows) {
     char sr[32] = "-", vs_sr[32] = "-", nc[32] = "-", vs_nc[32] = "-";
     if (r.nccl > 0) {
@@ -189,7 +191,7 @@ double nccl_timed(int reps, const std::function<void(Nccl&)>& fn) {
 void loom_modes(Row& row, int reps, const std::function<void()>& fn) {
   loom_set_coll_method("auto");
   row.aut = timed(reps, fn);
-  loom_set_coll_method("node");
+  loom_set_coll_method(g_second);
   row.node = timed(reps, fn);
   loom_set_coll_method("mirror");
   row.mirror = timed(reps, fn);
@@ -351,8 +353,10 @@ void nonblocking(size_t top, size_t big, double rate, FILE* csv) {
 
 }  // namespace
 
-int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t from) {
+int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t from,
+               const char* second) {
   g_from = from;
+  g_second = second;
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   // A GPU a rank where there are enough (one node); else ranks share them.

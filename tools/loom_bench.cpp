@@ -225,6 +225,8 @@ const char* kUsage =
     "  --csv FILE   coll, pingpong: also write the rows to FILE (rank 0)\n"
     "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
     "  --from BYTES coll: only sizes of at least BYTES a rank\n"
+    "  --second NAME  coll: the engine the \"node engine\" column forces (default node;\n"
+    "               staged where the ranks are off the node)\n"
     "  -h, --help   this text\n"
     "examples:\n"
     "  loom-bench pack --quick\n"
@@ -244,6 +246,7 @@ int main(int argc, char** argv) {
   bool quick = false, quiet = false, nonblocking = false;
   const char* csv = nullptr;
   size_t from = 0;
+  const char* second = "node";
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -258,6 +261,9 @@ int main(int argc, char** argv) {
       if (!end || *end != '\0')
         return cli::usage_error("loom-bench", "--from needs a size in bytes");
       from = static_cast<size_t>(v);
+    } else if (std::strcmp(argv[i], "--second") == 0 && std::strcmp(argv[1], "coll") == 0) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench", "--second needs an engine name");
+      second = argv[++i];
     } else if (std::strcmp(argv[i], "--csv") == 0) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench", "--csv needs a file name");
       csv = argv[++i];
@@ -280,7 +286,7 @@ int main(int argc, char** argv) {
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
            : std::strcmp(argv[1], "coll") == 0
-               ? loom::tools::bench_coll(quick, csv, nonblocking, from)
+               ? loom::tools::bench_coll(quick, csv, nonblocking, from, second)
            : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick)
            : std::strcmp(argv[1], "memtype") == 0 ? loom::tools::bench_memtype(quick)
                                                   : bench_passthrough(quick);

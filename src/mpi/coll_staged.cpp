@@ -40,8 +40,8 @@ struct Side {
   TypeRegistry::Entry entry;  // device: the type, while in use
   transport::Message msg;
   transport::Mover* mover = nullptr;
-  transport::Staged staged;     // device: host staging (the send's, or the receive's)
-  std::vector<char> host;       // host: the packed bytes
+  transport::Staged staged;  // device: host staging (the send's, or the receive's)
+  std::vector<char> host;    // host: the packed bytes
   char* at() { return device ? static_cast<char*>(staged.host) : host.data(); }
 };
 
@@ -71,14 +71,17 @@ using Ready = std::function<Status(size_t off, size_t len)>;
 
 // Packs s and calls ready(off, len) for each chunk as it lies in host
 // memory (s.at()), in order.
-Status send_chunks(Side& s, size_t chunk, MPI_Comm comm, const Ready& ready) {
+Status send_chunks(Side& s, size_t chunk, MPI_Comm comm, const Ready& ready,
+                   const std::function<void()>& idle) {
   if (s.bytes == 0) return Status::ok();
   if (s.device) {
-    auto st = s.mover->pack_chunked(s.msg, s.user, chunk,
-                                    [&](size_t off, size_t len, const void* host) {
-                                      s.staged.host = const_cast<void*>(host);
-                                      return ready(off, len);
-                                    });
+    auto st = s.mover->pack_chunked(
+        s.msg, s.user, chunk,
+        [&](size_t off, size_t len, const void* host) {
+          s.staged.host = const_cast<void*>(host);
+          return ready(off, len);
+        },
+        idle);
     if (!st) return st.status();
     s.staged = std::move(st.value());
     return Status::ok();
@@ -113,8 +116,8 @@ Status land(Side& s, size_t chunk, MPI_Comm comm, const transport::Mover::ChunkA
   for (size_t off = 0; off < s.bytes; off += chunk)
     LOOM_TRY(arrived(off, std::min(chunk, s.bytes - off)));
   int pos = 0;
-  if (PMPI_Unpack(s.host.data(), static_cast<int>(s.bytes), &pos, s.user, s.count, s.type,
-                  comm) != MPI_SUCCESS)
+  if (PMPI_Unpack(s.host.data(), static_cast<int>(s.bytes), &pos, s.user, s.count, s.type, comm) !=
+      MPI_SUCCESS)
     return Status(Err::kMpi, "MPI_Unpack into a host buffer");
   return Status::ok();
 }
@@ -139,6 +142,14 @@ class Requests {
     return rc_;
   }
   int wait_all() { return wait_until(reqs_.size()); }
+  // Drives the MPI's progress on what is posted (while a chunk comes down):
+  // its sends would otherwise wait for the next MPI call.
+  void poke() {
+    int flag = 0;
+    if (done_ < reqs_.size())
+      note(PMPI_Testall(static_cast<int>(reqs_.size() - done_), reqs_.data() + done_, &flag,
+                        MPI_STATUSES_IGNORE));
+  }
   // Waits for request i alone (a wait for it again later returns at once).
   int wait(size_t i) {
     const transport::WaitFn w = collective_wait();
@@ -175,10 +186,10 @@ bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
     mine[2] |= s->device && s->msg.form && !transport::contiguous_at(s->msg, &base) ? 1 : 0;
   }
   blocking_call(
-      collectives_poll(),
-      [&] { return PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm()); },
+      collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm()); },
       [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm(), r); });
-  if (all[1]) LOOM_DEBUG(kMpi, "%s: pipelined staging declined (some rank cannot take part)", c.fn());
+  if (all[1])
+    LOOM_DEBUG(kMpi, "%s: pipelined staging declined (some rank cannot take part)", c.fn());
   return all[0] && !all[1] && (all[2] || forced());
 }
 
@@ -243,14 +254,17 @@ bool reduction(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   Requests q;
   Status st = out_here ? recv_stage(out) : Status::ok();
   if (st.is_ok())
-    st = send_chunks(in, chunk, twin, [&](size_t off, size_t len) {
-      char* o = out_here ? out.at() + off : nullptr;
-      const int n = static_cast<int>(len / static_cast<size_t>(size));
-      return mpi_status(q.note(root < 0 ? PMPI_Iallreduce(in.at() + off, o, n, t, op, twin, q.add())
-                                        : PMPI_Ireduce(in.at() + off, o, n, t, op, root, twin,
-                                                       q.add())),
-                        "a chunk's reduction");
-    });
+    st = send_chunks(
+        in, chunk, twin,
+        [&](size_t off, size_t len) {
+          char* o = out_here ? out.at() + off : nullptr;
+          const int n = static_cast<int>(len / static_cast<size_t>(size));
+          return mpi_status(
+              q.note(root < 0 ? PMPI_Iallreduce(in.at() + off, o, n, t, op, twin, q.add())
+                              : PMPI_Ireduce(in.at() + off, o, n, t, op, root, twin, q.add())),
+              "a chunk's reduction");
+        },
+        [&] { q.poke(); });
   if (st.is_ok() && out_here)
     st = land(out, chunk, twin, [&](size_t off, size_t) {
       return mpi_status(q.wait_until(off / chunk + 1), "a chunk's reduction");
@@ -307,25 +321,29 @@ bool exchange(Call& c, Side& in, Side& out, bool to_all, int* rc) {
                     "posting a piece's receive");
   }
   if (st.is_ok())
-    st = send_chunks(in, chunk, twin, [&](size_t off, size_t len) {
-      for (int j = 0; j < n; ++j) {
-        size_t lo = off, hi = off + len;
-        if (!to_all) {  // the part of this chunk in block j
-          lo = std::max(lo, block * static_cast<size_t>(j));
-          hi = std::min(hi, block * static_cast<size_t>(j + 1));
-          if (lo >= hi) continue;
-        }
-        LOOM_TRY(mpi_status(q.note(PMPI_Isend(in.at() + lo, static_cast<int>(hi - lo), MPI_BYTE,
-                                              j, kPieceTag, twin, q.add())),
-                            "sending a piece"));
-      }
-      return Status::ok();
-    });
+    st = send_chunks(
+        in, chunk, twin,
+        [&](size_t off, size_t len) {
+          for (int j = 0; j < n; ++j) {
+            size_t lo = off, hi = off + len;
+            if (!to_all) {  // the part of this chunk in block j
+              lo = std::max(lo, block * static_cast<size_t>(j));
+              hi = std::min(hi, block * static_cast<size_t>(j + 1));
+              if (lo >= hi) continue;
+            }
+            LOOM_TRY(mpi_status(q.note(PMPI_Isend(in.at() + lo, static_cast<int>(hi - lo), MPI_BYTE,
+                                                  j, kPieceTag, twin, q.add())),
+                                "sending a piece"));
+          }
+          return Status::ok();
+        },
+        [&] { q.poke(); });
   std::sort(by_at.begin(), by_at.end());
   size_t next = 0;  // by_at[next..] not yet waited for
   if (st.is_ok())
     st = land(out, chunk, twin, [&](size_t off, size_t len) {
-      for (; next < by_at.size() && by_at[next].first < off + len; ++next) q.wait(by_at[next].second);
+      for (; next < by_at.size() && by_at[next].first < off + len; ++next)
+        q.wait(by_at[next].second);
       return mpi_status(q.rc(), "a piece's receive");
     });
   finish(c, st, q, rc);
@@ -361,13 +379,13 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   const size_t chunk = chunk_bytes(1, s.bytes);
   Requests q;
   auto post = [&](size_t off, size_t len) {
-    return mpi_status(q.note(PMPI_Ibcast(s.at() + off, static_cast<int>(len), MPI_BYTE, root, twin,
-                                         q.add())),
-                      "a chunk's broadcast");
+    return mpi_status(
+        q.note(PMPI_Ibcast(s.at() + off, static_cast<int>(len), MPI_BYTE, root, twin, q.add())),
+        "a chunk's broadcast");
   };
   Status st;
   if (c.rank() == root) {
-    st = send_chunks(s, chunk, twin, post);
+    st = send_chunks(s, chunk, twin, post, [&] { q.poke(); });
   } else {
     st = recv_stage(s);
     for (size_t off = 0; st.is_ok() && off < s.bytes; off += chunk)
@@ -394,8 +412,7 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                MPI_Datatype rt, int* rc) {
   int size = 0;
-  if (rcount <= 0 || !size_of(rt, &size) ||
-      !gate(c, int64_t{rcount} * size * c.size()))
+  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * c.size()))
     return false;
   Side in, out;
   MPI_Aint lb = 0, extent = 0;
@@ -412,8 +429,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc) {
   int size = 0;
-  if (rcount <= 0 || !size_of(rt, &size) ||
-      !gate(c, int64_t{rcount} * size * c.size()))
+  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * c.size()))
     return false;
   Side in, out;
   bool can = make_side(r, int64_t{rcount} * c.size(), rt, &out);

@@ -49,7 +49,8 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   pipeline_min_ = min > 0 ? static_cast<size_t>(min) : 0;
   CollMethod cm = CollMethod::kAuto;
   if (!parse_coll(knobs().coll_method, &cm))
-    LOOM_WARN(kTransport, "LOOM_COLL_METHOD=%s is not known (nccl|node|staged|mirror|auto): using auto",
+    LOOM_WARN(kTransport,
+              "LOOM_COLL_METHOD=%s is not known (nccl|node|staged|mirror|auto): using auto",
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());

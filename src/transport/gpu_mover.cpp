@@ -160,7 +160,7 @@ class GpuMover final : public Mover {
   // Staged, pipelined: one pack into scratch, then a copy and an event per
   // chunk; each chunk goes out as soon as its event fires.
   Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
-                              const ChunkReady& ready) override {
+                              const ChunkReady& ready, const std::function<void()>& idle) override {
     if (method_ != Method::kStaged || m.bytes == 0 || chunk == 0)
       return Mover::pack_chunked(m, user, chunk, ready);
     auto s = stage(static_cast<size_t>(m.bytes));
@@ -184,7 +184,10 @@ class GpuMover final : public Mover {
       if (st.is_ok()) st = cuda_status(cudaEventRecord(done[i], stream_), "event");
     }
     for (size_t i = 0; i < k && st.is_ok(); ++i) {
-      st = cuda_status(cudaEventSynchronize(done[i]), "chunk copy");
+      cudaError_t e = cudaErrorNotReady;
+      if (idle)
+        while ((e = cudaEventQuery(done[i])) == cudaErrorNotReady) idle();
+      st = cuda_status(e == cudaErrorNotReady ? cudaEventSynchronize(done[i]) : e, "chunk copy");
       if (st.is_ok()) st = ready(i * chunk, std::min(chunk, n - i * chunk), s->host);
     }
     cudaStreamSynchronize(stream_);  // the scratch goes back to its pool next

@@ -290,7 +290,7 @@ Result<std::unique_ptr<Mover>> make_gpu_mover(Method, bool, pack::ProxyQueue*, s
 #endif
 
 Result<Staged> Mover::pack_chunked(const Message& m, const void* user, size_t chunk,
-                                   const ChunkReady& ready) {
+                                   const ChunkReady& ready, const std::function<void()>&) {
   auto s = pack(m, user);
   if (!s) return s;
   for (size_t off = 0; off < s->bytes; off += chunk)

@@ -118,10 +118,13 @@ class Mover {
   // unpack_chunked takes the first `received` bytes of s, calling
   // `arrived` for each chunk before using it, so copying one chunk up
   // overlaps receiving the next. The defaults do it all at once.
+  // `idle`, where given, runs while a chunk's copy is still on its way (the
+  // caller progresses the sends of the chunks before it).
   using ChunkReady = std::function<Status(size_t off, size_t len, const void* host)>;
   using ChunkArrived = std::function<Status(size_t off, size_t len)>;
   virtual Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
-                                      const ChunkReady& ready);
+                                      const ChunkReady& ready,
+                                      const std::function<void()>& idle = {});
   virtual Status unpack_chunked(const Message& m, const Staged& s, size_t received, size_t chunk,
                                 const ChunkArrived& arrived, void* user);
   // Plain copies between the user's memory and host memory, for types Loom

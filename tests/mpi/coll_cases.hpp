@@ -3058,7 +3058,8 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     be.get(got.data(), r, all * sizeof(int), dev);
     bad = 0;
     for (int p = 0; p < P; ++p)
-      for (size_t i = 0; i < un; ++i) bad += got[un * static_cast<size_t>(p) + i] != value(p, i, round);
+      for (size_t i = 0; i < un; ++i)
+        bad += got[un * static_cast<size_t>(p) + i] != value(p, i, round);
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allgather, round " << round;
 
     // Alltoall: block p of rank q holds value(q, p * n + i).
@@ -3085,13 +3086,15 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     MPI_Aint lb = 0, ext = 0;
     MPI_Type_get_extent(gappy, &lb, &ext);
     const size_t span = static_cast<size_t>(ext) / sizeof(int);  // ints one element spans
-    for (size_t i = 0; i < all; ++i) h[i] = me == root ? value(root, i, round) : -1 - static_cast<int>(i);
+    for (size_t i = 0; i < all; ++i)
+      h[i] = me == root ? value(root, i, round) : -1 - static_cast<int>(i);
     be.put(s, h.data(), span * sizeof(int), dev);
     EXPECT_EQ(MPI_Bcast(s, 1, gappy, root, x_.comm), MPI_SUCCESS);
     be.get(got.data(), s, span * sizeof(int), dev);
     bad = 0;
     for (size_t i = 0; i < span; ++i)
-      bad += got[i] != (i % 4 == 3 && me != root ? -1 - static_cast<int>(i) : value(root, i, round));
+      bad +=
+          got[i] != (i % 4 == 3 && me != root ? -1 - static_cast<int>(i) : value(root, i, round));
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Bcast of a vector, round " << round;
     // Alltoall out of that layout (one element a peer) into contiguous ints.
     for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
@@ -3103,7 +3106,8 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     for (int p = 0; p < P; ++p)
       for (int k = 0; k < 3 * blocks; ++k)
         bad += got[static_cast<size_t>(3 * blocks * p + k)] !=
-               value(p, span * static_cast<size_t>(me) + static_cast<size_t>(k / 3 * 4 + k % 3), round);
+               value(p, span * static_cast<size_t>(me) + static_cast<size_t>(k / 3 * 4 + k % 3),
+                     round);
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoall of a vector, round " << round;
     MPI_Type_free(&gappy);
 
