@@ -173,11 +173,12 @@ bool forced() {
 
 // Every rank of c agrees: true when every rank can take part (`can`), some
 // rank has device memory among its `sides`, and, unless LOOM_COLL_METHOD is
-// `staged`, some rank's device data has gaps. Contiguous data gained nothing
-// over the mirrors on one H100 with ranks counted off the node, where the
-// MPI's own exchange is most of the time (docs/collectives.md); data with
-// gaps gained 2.8-5x: the mirrors copy its whole span and the MPI packs it
-// on the host, where here one kernel packs it on the device.
+// `staged`, some rank's device data has gaps. Contiguous data gained at most
+// 1.04-1.23x over the mirrors on one H100 with ranks counted off the node,
+// and lost up to 9 % in some shapes, where the MPI's own exchange is most of
+// the time (docs/collectives.md); data with gaps gained 3.6-5.9x: the
+// mirrors copy its whole span and the MPI packs it on the host, where here
+// one kernel packs it on the device.
 bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
   int mine[3] = {0, can ? 0 : 1, 0}, all[3] = {0, 1, 0};
   for (const Side* s : sides) {
