@@ -160,17 +160,13 @@ bool settle(const Call& c, coll::Outcome o, int* rc) {
 // every rank sees alike, as for the node engine (`bytes` each receives).
 bool schedule_gate(const Call& c, int64_t bytes) {
   Runtime* rt = runtime();
-  if (!c.request() || !c.active() || c.error() != MPI_SUCCESS || c.inter_comm() || c.size() < 2)
+  if (!c.request() || !c.active() || c.error() != MPI_SUCCESS || c.inter_comm() || c.size() < 2 ||
+      !rt->rv || !rt->rv->lends())
     return false;
   const Mode m = mode();
   if (m == Mode::kMirror) return false;
   if (m != Mode::kNode && bytes < rt->coll_schedule_min) return false;
-  if (rt->rv && rt->rv->lends() && rt->rv->all_on_node(c.comm())) return true;
-  // Off the node, or without CUDA IPC, the messages take the staged methods,
-  // each posted whole by the call. Pipelined chunks (LOOM_PIPELINE_CHUNK) go
-  // out only as later Loom calls find their copies done, which would hold
-  // the peers of a rank that has left for a call of the MPI's own.
-  return rt->wanted_chunk() == 0;
+  return rt->rv->all_on_node(c.comm());
 }
 
 int start(Call& c, std::shared_ptr<Schedule> s) {
