@@ -529,6 +529,7 @@ std::vector<int> ranks_but(int n, int skip) {
 bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
             int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  if (staged::gather(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   Blocks b;
   const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
   if (!inpl) b.add(true, s, root, sc, 0, st, 0);
@@ -549,6 +550,7 @@ bool gatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int
 bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
              int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;
+  if (staged::scatter(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   Blocks b;
   const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
   if (at_root) b.add_even(true, s, ranks_but(c.size(), inpl ? root : -1), sc, st);

@@ -293,26 +293,44 @@ void pieces_from(int peer, size_t from, size_t block, size_t chunk, size_t at,
   }
 }
 
-// Allgather (`to_all`: the send stream is one block, sent to every rank)
-// and Alltoall (block j of the send stream to rank j).
-bool exchange(Call& c, Side& in, Side& out, bool to_all, int* rc) {
+// Who sends which block of its send stream to whom. Alltoall: block j to
+// rank j. Allgather: the one block to every rank. Gather: the one block to
+// the root. Scatter: the root's block j to rank j. Blocks are `block` bytes
+// on every rank (MPI's matching signatures).
+enum class Route { kAlltoall, kAllgather, kGather, kScatter };
+
+bool exchange(Call& c, Side& in, Side& out, size_t block, Route route, int root, bool can,
+              int* rc) {
   const int n = c.size(), me = c.rank();
-  const size_t block = out.bytes / static_cast<size_t>(n);
-  if (!agree(c, in.bytes == (to_all ? block : out.bytes), {&in, &out})) return false;
+  const auto at = [&](int i) { return block * static_cast<size_t>(i); };
+  const bool sends = route != Route::kScatter || me == root;
+  const bool gets = route != Route::kGather || me == root;
+  // The root of an in-place Scatter keeps its block where it is.
+  const bool to_self = !(route == Route::kScatter && me == root && out.bytes == 0);
+  const size_t want_in = !sends                                                    ? 0
+                         : (route == Route::kAlltoall || route == Route::kScatter) ? at(n)
+                                                                                   : block;
+  const size_t want_out = !gets ? 0 : route == Route::kScatter ? (to_self ? block : 0) : at(n);
+  can = can && block > 0 && in.bytes == want_in && out.bytes == want_out;
+  if (!agree(c, can, {&in, &out})) return false;
   MPI_Comm twin = MPI_COMM_NULL;
   if (int e = twin_comm(c.comm(), &twin); e != MPI_SUCCESS) {
     *rc = raise(c.comm(), e, "the twin communicator of a staged collective");
     return true;
   }
-  const size_t chunk = chunk_bytes(1, out.bytes);
+  const size_t chunk = chunk_bytes(1, at(n));  // alike on every rank
   Requests q;
   Status st = recv_stage(out);
-  // Every receive first, in each sender's order, then sorted by where they
-  // land (the order land() uses them in).
+  // Every receive first, in each sender's order (the sender's chunks cut
+  // its stream at multiples of `chunk`), then sorted by where they land
+  // (the order land() uses them in).
   std::vector<Piece> pieces;
-  for (int i = 0; i < n; ++i)
-    pieces_from(i, to_all ? 0 : block * static_cast<size_t>(me), block, chunk,
-                block * static_cast<size_t>(i), &pieces);
+  if (route == Route::kScatter) {
+    if (to_self) pieces_from(root, at(me), block, chunk, 0, &pieces);
+  } else if (gets) {
+    for (int i = 0; i < n; ++i)
+      pieces_from(i, route == Route::kAlltoall ? at(me) : 0, block, chunk, at(i), &pieces);
+  }
   std::vector<std::pair<size_t, size_t>> by_at;  // (at, request index)
   for (size_t k = 0; st.is_ok() && k < pieces.size(); ++k) {
     const Piece& p = pieces[k];
@@ -321,20 +339,25 @@ bool exchange(Call& c, Side& in, Side& out, bool to_all, int* rc) {
                                       kPieceTag, twin, q.add())),
                     "posting a piece's receive");
   }
+  auto send = [&](size_t lo, size_t hi, int to) {
+    return mpi_status(q.note(PMPI_Isend(in.at() + lo, static_cast<int>(hi - lo), MPI_BYTE, to,
+                                        kPieceTag, twin, q.add())),
+                      "sending a piece");
+  };
   if (st.is_ok())
     st = send_chunks(
         in, chunk, twin,
         [&](size_t off, size_t len) {
+          const size_t end = off + len;
+          if (route == Route::kGather) return send(off, end, root);
           for (int j = 0; j < n; ++j) {
-            size_t lo = off, hi = off + len;
-            if (!to_all) {  // the part of this chunk in block j
-              lo = std::max(lo, block * static_cast<size_t>(j));
-              hi = std::min(hi, block * static_cast<size_t>(j + 1));
-              if (lo >= hi) continue;
+            if (route == Route::kAllgather) {
+              LOOM_TRY(send(off, end, j));
+              continue;
             }
-            LOOM_TRY(mpi_status(q.note(PMPI_Isend(in.at() + lo, static_cast<int>(hi - lo), MPI_BYTE,
-                                                  j, kPieceTag, twin, q.add())),
-                                "sending a piece"));
+            // The part of this chunk in block j.
+            const size_t lo = std::max(off, at(j)), hi = std::min(end, at(j + 1));
+            if (lo < hi && (j != me || to_self)) LOOM_TRY(send(lo, hi, j));
           }
           return Status::ok();
         },
@@ -419,12 +442,12 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
   MPI_Aint lb = 0, extent = 0;
   bool can = PMPI_Type_get_extent(rt, &lb, &extent) == MPI_SUCCESS &&
              make_side(r, int64_t{rcount} * c.size(), rt, &out);
-  if (s == MPI_IN_PLACE)
+  if (s == MPI_IN_PLACE)  // this rank's block already sits in r
     can = make_side(static_cast<char*>(r) + extent * rcount * c.rank(), rcount, rt, &in) && can;
   else
     can = make_side(s, sc, st, &in) && can;
-  if (!can) in.bytes = SIZE_MAX;  // declines in the agreement
-  return exchange(c, in, out, true, rc);
+  return exchange(c, in, out, static_cast<size_t>(rcount) * static_cast<size_t>(size),
+                  Route::kAllgather, 0, can, rc);
 }
 
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
@@ -440,8 +463,44 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
     can = make_side(r, int64_t{rcount} * c.size(), rt, &in) && can;
   else
     can = make_side(s, int64_t{sc} * c.size(), st, &in) && can;
-  if (!can) in.bytes = SIZE_MAX;
-  return exchange(c, in, out, false, rc);
+  return exchange(c, in, out, static_cast<size_t>(rcount) * static_cast<size_t>(size),
+                  Route::kAlltoall, 0, can, rc);
+}
+
+bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+            int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
+  const bool at_root = c.rank() == root, in_place = at_root && s == MPI_IN_PLACE;
+  int size = 0;  // a block's bytes: the root's receive counts are its alone
+  const bool sized = in_place ? rcount > 0 && size_of(rt, &size) : sc > 0 && size_of(st, &size);
+  const int64_t block = in_place ? int64_t{rcount} * size : int64_t{sc} * size;
+  if (!sized || !gate(c, block * c.size())) return false;
+  Side in, out;
+  bool can = true;
+  if (at_root) {
+    MPI_Aint lb = 0, extent = 0;
+    can = PMPI_Type_get_extent(rt, &lb, &extent) == MPI_SUCCESS &&
+          make_side(r, int64_t{rcount} * c.size(), rt, &out);
+    if (in_place)
+      can = make_side(static_cast<char*>(r) + extent * rcount * root, rcount, rt, &in) && can;
+  }
+  if (!in_place) can = make_side(s, sc, st, &in) && can;
+  return exchange(c, in, out, static_cast<size_t>(block), Route::kGather, root, can, rc);
+}
+
+bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+             int root, int* rc) {
+  if (root < 0 || root >= c.size()) return false;
+  const bool at_root = c.rank() == root, in_place = at_root && r == MPI_IN_PLACE;
+  int size = 0;  // a block's bytes: the root's send counts are its alone
+  const bool sized = in_place ? sc > 0 && size_of(st, &size) : rcount > 0 && size_of(rt, &size);
+  const int64_t block = in_place ? int64_t{sc} * size : int64_t{rcount} * size;
+  if (!sized || !gate(c, block * c.size())) return false;
+  Side in, out;
+  bool can = true;
+  if (at_root) can = make_side(s, int64_t{sc} * c.size(), st, &in);
+  if (!in_place) can = make_side(r, rcount, rt, &out) && can;
+  return exchange(c, in, out, static_cast<size_t>(block), Route::kScatter, root, can, rc);
 }
 
 long long calls() {

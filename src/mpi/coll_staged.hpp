@@ -11,9 +11,9 @@
 //
 // The exchanges are the MPI's own, on host memory: Bcast, Allreduce and
 // Reduce run its nonblocking collective once a chunk (any op it has, user
-// ops included, on predefined types); Allgather and Alltoall send each
-// chunk's pieces point to point on the communicator's private twin (one
-// tag; MPI's non-overtaking order pairs the pieces). Every rank takes part
+// ops included, on predefined types); Allgather, Alltoall, Gather and
+// Scatter send each chunk's pieces point to point on the communicator's
+// private twin (one tag; MPI's non-overtaking order pairs the pieces). Every rank takes part
 // whatever its buffers (host buffers are packed by the MPI's MPI_Pack), so
 // one small allreduce decides: the engine runs when some rank has a device
 // buffer and every rank can take part, else every rank takes the mirrors.
@@ -41,6 +41,10 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
                MPI_Datatype rt, int* rc);
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc);
+bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+            int root, int* rc);
+bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
+             int root, int* rc);
 
 // Calls this process ran here (tests).
 long long calls();

@@ -2991,7 +2991,8 @@ TEST_F(Coll, InterCommunicator) {
 // LOOM_COLL_METHOD=staged each of the five runs there, whatever mix of host
 // and device buffers the ranks pass, in place too, with element counts that
 // leave a short last chunk; in auto with LOOM_COLL_PIPELINE_MIN=0 where
-// every rank counts as on a node of its own, those of a type with gaps.
+// every rank counts as on a node of its own, those of a type with gaps
+// (Bcast, Alltoall, Gather and Scatter of a vector).
 TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
   const int P = x_.size, me = x_.rank;
   auto env_is = [](const char* name, const char* want) {
@@ -3109,13 +3110,40 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
                value(p, span * static_cast<size_t>(me) + static_cast<size_t>(k / 3 * 4 + k % 3),
                      round);
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoall of a vector, round " << round;
+    // Gather out of that layout into the root's contiguous ints, and
+    // Scatter back into it: the gap ints stay as they were.
+    const size_t packed = 3 * static_cast<size_t>(blocks);  // ints one element holds
+    for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
+    be.put(s, h.data(), span * sizeof(int), dev);
+    EXPECT_EQ(MPI_Gather(s, 1, gappy, r, static_cast<int>(packed), MPI_INT, root, x_.comm),
+              MPI_SUCCESS);
+    if (me == root) {
+      be.get(got.data(), r, packed * P * sizeof(int), dev);
+      bad = 0;
+      for (int p = 0; p < P; ++p)
+        for (size_t k = 0; k < packed; ++k)
+          bad += got[packed * static_cast<size_t>(p) + k] != value(p, k / 3 * 4 + k % 3, round);
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Gather of a vector, round " << round;
+      for (size_t i = 0; i < packed * P; ++i) h[i] = value(root, i, round + 1);
+      be.put(r, h.data(), packed * P * sizeof(int), dev);
+    }
+    for (size_t i = 0; i < span; ++i) h[i] = -7 - static_cast<int>(i);
+    be.put(s, h.data(), span * sizeof(int), dev);
+    EXPECT_EQ(MPI_Scatter(r, static_cast<int>(packed), MPI_INT, s, 1, gappy, root, x_.comm),
+              MPI_SUCCESS);
+    be.get(got.data(), s, span * sizeof(int), dev);
+    bad = 0;
+    for (size_t i = 0; i < span; ++i)
+      bad += got[i] != (i % 4 == 3 ? -7 - static_cast<int>(i)
+                                   : value(root, packed * me + i / 4 * 3 + i % 4, round + 1));
+    EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Scatter into a vector, round " << round;
     MPI_Type_free(&gappy);
 
     loom_coll_staged(&after);
     if (forced) {
-      EXPECT_EQ(after - before, 7) << rank_tag() << "calls staged in round " << round;
+      EXPECT_EQ(after - before, 9) << rank_tag() << "calls staged in round " << round;
     } else if (off_node) {
-      EXPECT_EQ(after - before, 2) << rank_tag() << "calls staged in round " << round;
+      EXPECT_EQ(after - before, 4) << rank_tag() << "calls staged in round " << round;
     } else if (!backend().device_path()) {
       EXPECT_EQ(after - before, 0) << rank_tag() << "host buffers staged in round " << round;
     }
