@@ -3033,11 +3033,14 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allreduce, round " << round;
 
     const int root = round % P;
-    be.put(in_place && me == root ? r : s, h.data(), un * sizeof(int), dev);
-    EXPECT_EQ(MPI_Reduce(in_place && me == root ? MPI_IN_PLACE : s, r, n, MPI_INT, MPI_MAX, root,
+    // In place at rank 0: MPICH 4.0.2's own MPI_Reduce in place at any other
+    // root crashes from about 4 KB (docs/interposer.md).
+    const int rroot = in_place ? 0 : root;
+    be.put(in_place && me == rroot ? r : s, h.data(), un * sizeof(int), dev);
+    EXPECT_EQ(MPI_Reduce(in_place && me == rroot ? MPI_IN_PLACE : s, r, n, MPI_INT, MPI_MAX, rroot,
                          x_.comm),
               MPI_SUCCESS);
-    if (me == root) {
+    if (me == rroot) {
       be.get(got.data(), r, un * sizeof(int), dev);
       bad = 0;
       for (size_t i = 0; i < un; ++i) bad += got[i] != value(P - 1, i, round);
