@@ -67,6 +67,14 @@ bool make_side(const void* buf, int64_t count, MPI_Datatype t, Side* s) {
   return s->mover != nullptr;
 }
 
+// The bytes of `count` (> 0) elements of t: a block of a rooted call.
+bool block_of(int count, MPI_Datatype t, int64_t* block) {
+  int size = 0;
+  if (count <= 0 || !size_of(t, &size)) return false;
+  *block = int64_t{count} * size;
+  return true;
+}
+
 using Ready = std::function<Status(size_t off, size_t len)>;
 
 // Packs s and calls ready(off, len) for each chunk as it lies in host
@@ -471,10 +479,9 @@ bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount
             int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
   const bool at_root = c.rank() == root, in_place = at_root && s == MPI_IN_PLACE;
-  int size = 0;  // a block's bytes: the root's receive counts are its alone
-  const bool sized = in_place ? rcount > 0 && size_of(rt, &size) : sc > 0 && size_of(st, &size);
-  const int64_t block = in_place ? int64_t{rcount} * size : int64_t{sc} * size;
-  if (!sized || !gate(c, block * c.size())) return false;
+  int64_t block = 0;  // in place, the root's receive counts say it
+  if (!block_of(in_place ? rcount : sc, in_place ? rt : st, &block) || !gate(c, block * c.size()))
+    return false;
   Side in, out;
   bool can = true;
   if (at_root) {
@@ -492,10 +499,9 @@ bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcoun
              int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;
   const bool at_root = c.rank() == root, in_place = at_root && r == MPI_IN_PLACE;
-  int size = 0;  // a block's bytes: the root's send counts are its alone
-  const bool sized = in_place ? sc > 0 && size_of(st, &size) : rcount > 0 && size_of(rt, &size);
-  const int64_t block = in_place ? int64_t{sc} * size : int64_t{rcount} * size;
-  if (!sized || !gate(c, block * c.size())) return false;
+  int64_t block = 0;  // in place, the root's send counts say it
+  if (!block_of(in_place ? sc : rcount, in_place ? st : rt, &block) || !gate(c, block * c.size()))
+    return false;
   Side in, out;
   bool can = true;
   if (at_root) can = make_side(s, int64_t{sc} * c.size(), st, &in);
