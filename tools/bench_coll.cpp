@@ -553,7 +553,7 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t f
 #else
 
 namespace loom::tools {
-int bench_coll(bool, const char*, bool, size_t) {
+int bench_coll(bool, const char*, bool, size_t, const char*) {
   std::fprintf(stderr, "loom-bench coll needs a CUDA build\n");
   return 1;
 }

@@ -45,9 +45,10 @@ int loom_type_describe(MPI_Datatype type, char* buf, size_t len);
 int loom_set_method(const char* name);
 
 /* Switches how this rank's collectives on device buffers run, as
- * LOOM_COLL_METHOD names them: "node", "mirror" or "auto". Every rank of a
- * communicator must switch alike before its next collective. Returns
- * MPI_SUCCESS, or MPI_ERR_ARG for an unknown name. For benchmarks. */
+ * LOOM_COLL_METHOD names them: "node", "staged", "nccl", "mirror" or "auto".
+ * Every rank of a communicator must switch alike before its next
+ * collective. Returns MPI_SUCCESS, or MPI_ERR_ARG for an unknown name. For
+ * benchmarks. */
 int loom_set_coll_method(const char* name);
 
 /* How many collectives on device buffers this process has run as schedules

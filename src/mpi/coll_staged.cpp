@@ -59,7 +59,10 @@ bool make_side(const void* buf, int64_t count, MPI_Datatype t, Side* s) {
   if (bytes == 0) return true;
   if (!buf) return false;  // the MPI's own call raises MPI_ERR_BUFFER
   s->device = on_device(buf, s->count, t);
-  if (!s->device) return true;
+  if (!s->device) {  // the MPI's packed bytes must be the ones Loom's peers pack
+    int packed = 0;
+    return PMPI_Pack_size(s->count, t, MPI_COMM_SELF, &packed) == MPI_SUCCESS && packed == bytes;
+  }
   auto e = runtime()->types.lookup(t);
   if (!e || !fill_message(*e.value(), s->count, &s->msg) || s->msg.bytes != bytes) return false;
   s->entry = e.value();
@@ -83,21 +86,18 @@ Status send_chunks(Side& s, size_t chunk, MPI_Comm comm, const Ready& ready,
                    const std::function<void()>& idle) {
   if (s.bytes == 0) return Status::ok();
   if (s.device) {
+    // s.staged holds the staging from the first chunk on: on a failure the
+    // chunks already sent still read it until finish() has waited for them.
     auto st = s.mover->pack_chunked(
-        s.msg, s.user, chunk,
-        [&](size_t off, size_t len, const void* host) {
-          s.staged.host = const_cast<void*>(host);
-          return ready(off, len);
-        },
-        idle);
-    if (!st) return st.status();
-    s.staged = std::move(st.value());
-    return Status::ok();
+        s.msg, s.user, chunk, [&](size_t off, size_t len, const void*) { return ready(off, len); },
+        idle, &s.staged);
+    return st ? Status::ok() : st.status();
   }
   s.host.resize(s.bytes);
   int pos = 0;
   if (PMPI_Pack(s.user, s.count, s.type, s.host.data(), static_cast<int>(s.bytes), &pos, comm) !=
-      MPI_SUCCESS)
+          MPI_SUCCESS ||
+      static_cast<size_t>(pos) != s.bytes)
     return Status(Err::kMpi, "MPI_Pack of a host buffer");
   for (size_t off = 0; off < s.bytes; off += chunk)
     LOOM_TRY(ready(off, std::min(chunk, s.bytes - off)));
@@ -153,10 +153,14 @@ class Requests {
   // Drives the MPI's progress on what is posted (while a chunk comes down):
   // its sends would otherwise wait for the next MPI call.
   void poke() {
+    if (done_ >= reqs_.size()) return;
+    const int n = static_cast<int>(reqs_.size() - done_);
+    statuses_.resize(static_cast<size_t>(n));
     int flag = 0;
-    if (done_ < reqs_.size())
-      note(PMPI_Testall(static_cast<int>(reqs_.size() - done_), reqs_.data() + done_, &flag,
-                        MPI_STATUSES_IGNORE));
+    if (PMPI_Testall(n, reqs_.data() + done_, &flag, statuses_.data()) == MPI_SUCCESS) return;
+    for (const MPI_Status& st : statuses_)  // the failed request's own error
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) note(st.MPI_ERROR);
+    note(MPI_ERR_OTHER);
   }
   // Waits for request i alone (a wait for it again later returns at once).
   int wait(size_t i) {
@@ -167,6 +171,7 @@ class Requests {
 
  private:
   std::vector<MPI_Request> reqs_;  // the MPI keeps no pointer to them
+  std::vector<MPI_Status> statuses_;
   size_t done_ = 0;
   int rc_ = MPI_SUCCESS;
 };
@@ -188,15 +193,21 @@ bool forced() {
 // mirrors copy its whole span and the MPI packs it on the host, where here
 // one kernel packs it on the device.
 bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
-  int mine[3] = {0, can ? 0 : 1, 0}, all[3] = {0, 1, 0};
+  // The chunk setting too: every rank must cut the streams alike.
+  const int knob = static_cast<int>(std::min<int64_t>(runtime()->coll_pipeline_chunk, INT_MAX));
+  int mine[5] = {0, can ? 0 : 1, 0, knob, -knob}, all[5] = {0, 1, 0, 0, 0};
   for (const Side* s : sides) {
     int64_t base = 0;
     mine[0] |= s->device ? 1 : 0;
     mine[2] |= s->device && s->msg.form && !transport::contiguous_at(s->msg, &base) ? 1 : 0;
   }
   blocking_call(
-      collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm()); },
-      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 3, MPI_INT, MPI_MAX, c.comm(), r); });
+      collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 5, MPI_INT, MPI_MAX, c.comm()); },
+      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 5, MPI_INT, MPI_MAX, c.comm(), r); });
+  if (all[3] != -all[4]) {
+    LOOM_WARN(kMpi, "%s: LOOM_COLL_PIPELINE_CHUNK differs between ranks: not staged", c.fn());
+    return false;
+  }
   if (all[1])
     LOOM_DEBUG(kMpi, "%s: pipelined staging declined (some rank cannot take part)", c.fn());
   return all[0] && !all[1] && (all[2] || forced());

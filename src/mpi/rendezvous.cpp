@@ -270,14 +270,18 @@ Status Rendezvous::send_chunks(transport::Mover& mover, const transport::Message
   const uint64_t seq = next_seq_.fetch_add(1);
   Sending out;
   const size_t chunk = chunk_;
-  auto staged = mover.pack_chunked(m, user, chunk, [&](size_t off, size_t len, const void* host) {
-    MPI_Request r;
-    const int rc = PMPI_Isend(static_cast<const char*>(host) + off, static_cast<int>(len), MPI_BYTE,
-                              to, chunk_tag(seq), ctrl_, &r);
-    if (rc != MPI_SUCCESS) return Status(Err::kMpi, "sending a chunk");
-    out.reqs.push_back(r);
-    return Status::ok();
-  });
+  transport::Staged keep;  // the staging, held until the chunks' sends end
+  auto staged = mover.pack_chunked(
+      m, user, chunk,
+      [&](size_t off, size_t len, const void* host) {
+        MPI_Request r;
+        const int rc = PMPI_Isend(static_cast<const char*>(host) + off, static_cast<int>(len),
+                                  MPI_BYTE, to, chunk_tag(seq), ctrl_, &r);
+        if (rc != MPI_SUCCESS) return Status(Err::kMpi, "sending a chunk");
+        out.reqs.push_back(r);
+        return Status::ok();
+      },
+      {}, &keep);
   if (!staged) {  // chunks already out must still finish before their staging goes
     if (!out.reqs.empty())
       PMPI_Waitall(static_cast<int>(out.reqs.size()), out.reqs.data(), MPI_STATUSES_IGNORE);

@@ -160,15 +160,17 @@ class GpuMover final : public Mover {
   // Staged, pipelined: one pack into scratch, then a copy and an event per
   // chunk; each chunk goes out as soon as its event fires.
   Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
-                              const ChunkReady& ready, const std::function<void()>& idle) override {
+                              const ChunkReady& ready, const std::function<void()>& idle,
+                              Staged* keep) override {
     if (method_ != Method::kStaged || m.bytes == 0 || chunk == 0)
-      return Mover::pack_chunked(m, user, chunk, ready);
+      return Mover::pack_chunked(m, user, chunk, ready, idle, keep);
     auto s = stage(static_cast<size_t>(m.bytes));
     if (!s) return s;
+    if (keep) *keep = *s;
     auto gl = gpu_layout(m);
     if (!gl) return gl.status();
     auto scratch = scratch_lease(static_cast<size_t>(m.bytes));
-    if (!scratch) return Mover::pack_chunked(m, user, chunk, ready);
+    if (!scratch) return Mover::pack_chunked(m, user, chunk, ready, idle, keep);
     LOOM_TRY(pack::gpu_pack(*gl.value(), user, scratch->get(), stream_));
     const size_t n = s->bytes, k = (n + chunk - 1) / chunk;
     std::vector<cudaEvent_t> done(k, nullptr);
@@ -206,11 +208,16 @@ class GpuMover final : public Mover {
     if (!scratch) return Mover::unpack_chunked(m, s, received, chunk, arrived, user);
     for (size_t off = 0; off < received; off += chunk) {
       const size_t len = std::min(chunk, received - off);
-      LOOM_TRY(arrived(off, len));
-      LOOM_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(scratch->get()) + off,
-                                           static_cast<const char*>(s.host) + off, len,
-                                           cudaMemcpyHostToDevice, stream_),
-                           "copy to device"));
+      Status st = arrived(off, len);
+      if (st.is_ok())
+        st = cuda_status(cudaMemcpyAsync(static_cast<char*>(scratch->get()) + off,
+                                         static_cast<const char*>(s.host) + off, len,
+                                         cudaMemcpyHostToDevice, stream_),
+                         "copy to device");
+      if (!st.is_ok()) {
+        cudaStreamSynchronize(stream_);  // the copies queued read s and write the scratch
+        return st;
+      }
     }
     return unpack_from(m, scratch->get(), received, user);
   }

@@ -290,9 +290,11 @@ Result<std::unique_ptr<Mover>> make_gpu_mover(Method, bool, pack::ProxyQueue*, s
 #endif
 
 Result<Staged> Mover::pack_chunked(const Message& m, const void* user, size_t chunk,
-                                   const ChunkReady& ready, const std::function<void()>&) {
+                                   const ChunkReady& ready, const std::function<void()>&,
+                                   Staged* keep) {
   auto s = pack(m, user);
   if (!s) return s;
+  if (keep) *keep = *s;
   for (size_t off = 0; off < s->bytes; off += chunk)
     LOOM_TRY(ready(off, std::min(chunk, s->bytes - off), s->host));
   return s;

@@ -119,12 +119,15 @@ class Mover {
   // `arrived` for each chunk before using it, so copying one chunk up
   // overlaps receiving the next. The defaults do it all at once.
   // `idle`, where given, runs while a chunk's copy is still on its way (the
-  // caller progresses the sends of the chunks before it).
+  // caller progresses the sends of the chunks before it). `keep`, where
+  // given, gets the staging before the first `ready`: it then outlives the
+  // chunks' sends even when a later chunk fails.
   using ChunkReady = std::function<Status(size_t off, size_t len, const void* host)>;
   using ChunkArrived = std::function<Status(size_t off, size_t len)>;
   virtual Result<Staged> pack_chunked(const Message& m, const void* user, size_t chunk,
                                       const ChunkReady& ready,
-                                      const std::function<void()>& idle = {});
+                                      const std::function<void()>& idle = {},
+                                      Staged* keep = nullptr);
   virtual Status unpack_chunked(const Message& m, const Staged& s, size_t received, size_t chunk,
                                 const ChunkArrived& arrived, void* user);
   // Plain copies between the user's memory and host memory, for types Loom

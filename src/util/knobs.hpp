@@ -28,7 +28,7 @@ namespace loom {
   X(coll_pipeline_min, "LOOM_COLL_PIPELINE_MIN", "1048576",                                    \
     "auto: smallest blocking collective (bytes each rank receives) staged through host "       \
     "memory in pipelined chunks where the node-local engine cannot run (ranks on several "     \
-    "nodes, or no CUDA IPC)")                                                                  \
+    "nodes, or no CUDA IPC; all ranks alike)")                                                 \
   X(coll_pipeline_chunk, "LOOM_COLL_PIPELINE_CHUNK", "1048576",                                \
     "the chunk (bytes) of pipelined staged collectives: one chunk goes down to host memory "   \
     "while the one before is exchanged by the MPI and the one before that goes up")            \

@@ -3103,7 +3103,6 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     // Alltoall out of that layout (one element a peer) into contiguous ints.
     for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
     be.put(s, h.data(), all * sizeof(int), dev);
-    ASSERT_LE(span * static_cast<size_t>(P), all);
     EXPECT_EQ(MPI_Alltoall(s, 1, gappy, r, 3 * blocks, MPI_INT, x_.comm), MPI_SUCCESS);
     be.get(got.data(), r, sizeof(int) * 3 * static_cast<size_t>(blocks) * P, dev);
     bad = 0;
@@ -3114,11 +3113,20 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
                      round);
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoall of a vector, round " << round;
     // Gather out of that layout into the root's contiguous ints, and
-    // Scatter back into it: the gap ints stay as they were.
+    // Scatter back into it: the gap ints stay as they were. In place, the
+    // root's own block is already in r, and stays out of its s.
     const size_t packed = 3 * static_cast<size_t>(blocks);  // ints one element holds
+    const bool root_in_place = in_place && me == root;
     for (size_t i = 0; i < all; ++i) h[i] = value(me, i, round);
     be.put(s, h.data(), span * sizeof(int), dev);
-    EXPECT_EQ(MPI_Gather(s, 1, gappy, r, static_cast<int>(packed), MPI_INT, root, x_.comm),
+    if (root_in_place) {
+      std::vector<int> own(packed);
+      for (size_t k = 0; k < packed; ++k) own[k] = value(me, k / 3 * 4 + k % 3, round);
+      be.put(static_cast<int*>(r) + packed * static_cast<size_t>(me), own.data(),
+             packed * sizeof(int), dev);
+    }
+    EXPECT_EQ(MPI_Gather(root_in_place ? MPI_IN_PLACE : s, 1, gappy, r, static_cast<int>(packed),
+                         MPI_INT, root, x_.comm),
               MPI_SUCCESS);
     if (me == root) {
       be.get(got.data(), r, packed * P * sizeof(int), dev);
@@ -3132,13 +3140,15 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
     }
     for (size_t i = 0; i < span; ++i) h[i] = -7 - static_cast<int>(i);
     be.put(s, h.data(), span * sizeof(int), dev);
-    EXPECT_EQ(MPI_Scatter(r, static_cast<int>(packed), MPI_INT, s, 1, gappy, root, x_.comm),
+    EXPECT_EQ(MPI_Scatter(r, static_cast<int>(packed), MPI_INT, root_in_place ? MPI_IN_PLACE : s, 1,
+                          gappy, root, x_.comm),
               MPI_SUCCESS);
     be.get(got.data(), s, span * sizeof(int), dev);
     bad = 0;
     for (size_t i = 0; i < span; ++i)
-      bad += got[i] != (i % 4 == 3 ? -7 - static_cast<int>(i)
-                                   : value(root, packed * me + i / 4 * 3 + i % 4, round + 1));
+      bad += got[i] != (i % 4 == 3 || root_in_place
+                            ? -7 - static_cast<int>(i)
+                            : value(root, packed * me + i / 4 * 3 + i % 4, round + 1));
     EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Scatter into a vector, round " << round;
     MPI_Type_free(&gappy);
 
