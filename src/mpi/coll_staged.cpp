@@ -144,9 +144,7 @@ class Requests {
   }
   // Waits for requests [done_, upto), progressing Loom meanwhile.
   int wait_until(size_t upto) {
-    const transport::WaitFn w = collective_wait();
-    for (; done_ < upto && done_ < reqs_.size(); ++done_)
-      note(w ? w(&reqs_[done_]) : PMPI_Wait(&reqs_[done_], MPI_STATUS_IGNORE));
+    for (; done_ < upto && done_ < reqs_.size(); ++done_) wait(done_);
     return rc_;
   }
   int wait_all() { return wait_until(reqs_.size()); }
@@ -213,6 +211,14 @@ bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
   return all[0] && !all[1] && (all[2] || forced());
 }
 
+// c's private twin, which the exchanges run on; false (the error raised
+// into *rc) when it cannot be made.
+bool twin_of(const Call& c, MPI_Comm* twin, int* rc) {
+  const int e = twin_comm(c.comm(), twin);
+  if (e != MPI_SUCCESS) *rc = raise(c.comm(), e, "the twin communicator of a staged collective");
+  return e == MPI_SUCCESS;
+}
+
 // The chunk for a call moving `total` bytes (alike on every rank), a
 // multiple of `unit`: LOOM_COLL_PIPELINE_CHUNK, or larger where a call
 // would have more than kMaxChunks of them in flight.
@@ -266,10 +272,7 @@ bool reduction(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   if (out_here) can = make_side(r, count, t, &out) && can;
   if (!agree(c, can, {&in, &out})) return false;
   MPI_Comm twin = MPI_COMM_NULL;
-  if (int e = twin_comm(c.comm(), &twin); e != MPI_SUCCESS) {
-    *rc = raise(c.comm(), e, "the twin communicator of a staged collective");
-    return true;
-  }
+  if (!twin_of(c, &twin, rc)) return true;
   const size_t chunk = chunk_bytes(static_cast<size_t>(size), in.bytes);
   Requests q;
   Status st = out_here ? recv_stage(out) : Status::ok();
@@ -333,10 +336,7 @@ bool exchange(Call& c, Side& in, Side& out, size_t block, Route route, int root,
   can = can && block > 0 && in.bytes == want_in && out.bytes == want_out;
   if (!agree(c, can, {&in, &out})) return false;
   MPI_Comm twin = MPI_COMM_NULL;
-  if (int e = twin_comm(c.comm(), &twin); e != MPI_SUCCESS) {
-    *rc = raise(c.comm(), e, "the twin communicator of a staged collective");
-    return true;
-  }
+  if (!twin_of(c, &twin, rc)) return true;
   const size_t chunk = chunk_bytes(1, at(n));  // alike on every rank
   Requests q;
   Status st = recv_stage(out);
@@ -415,10 +415,7 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
     return false;
   if (!agree(c, make_side(buf, count, t, &s), {&s})) return false;
   MPI_Comm twin = MPI_COMM_NULL;
-  if (int e = twin_comm(c.comm(), &twin); e != MPI_SUCCESS) {
-    *rc = raise(c.comm(), e, "the twin communicator of a staged collective");
-    return true;
-  }
+  if (!twin_of(c, &twin, rc)) return true;
   const size_t chunk = chunk_bytes(1, s.bytes);
   Requests q;
   auto post = [&](size_t off, size_t len) {
