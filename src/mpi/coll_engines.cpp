@@ -206,10 +206,14 @@ struct Blocks {
   bool neighbor = false;  // a neighbour collective
   // The sends read the receive buffer (MPI_IN_PLACE): a schedule sends a copy.
   bool from_recv = false;
+  // This rank leaves a blocking call to the MPI (neighbor_lists, bad
+  // arguments, types Loom does not know).
+  bool declines = false;
   // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
   // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
   void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t, int i) {
     if (peer == MPI_PROC_NULL || count == 0) return;
+    if (count < 0 || type_size(t) < 0) declines = true;  // the MPI raises the error
     if (count > 0 && type_size(t) > 0) {
       SchedMsg m{const_cast<char*>(static_cast<const char*>(buf)) + at, count, t, peer};
       (send ? sends : recvs).emplace_back(send ? i : pairing_key(pairing, i), m);
@@ -234,6 +238,7 @@ struct Blocks {
     auto e = runtime()->types.lookup(t);
     if (!e || (!peers.empty() && (!counts || !displs))) {
       can = false;
+      declines = true;
       return;
     }
     const int64_t ext = e.value()->info.extent;
@@ -245,6 +250,7 @@ struct Blocks {
              const D* displs, const MPI_Datatype* types) {
     if (!peers.empty() && (!counts || !displs || !types)) {
       can = false;
+      declines = true;
       return;
     }
     for (size_t i = 0; i < peers.size(); ++i)
@@ -263,6 +269,7 @@ struct Blocks {
     auto e = runtime()->types.lookup(t);
     if (!e) {
       can = false;
+      declines = true;
       return;
     }
     const int64_t ext = e.value()->info.extent;
@@ -271,6 +278,17 @@ struct Blocks {
           static_cast<int>(i));
   }
 };
+
+// b's receives by sender, then key: the order in which each sender's
+// blocks arrive.
+std::vector<SchedMsg> arrival_order(Blocks& b) {
+  std::stable_sort(b.recvs.begin(), b.recvs.end(), [](const auto& x, const auto& y) {
+    return x.second.peer != y.second.peer ? x.second.peer < y.second.peer : x.first < y.first;
+  });
+  std::vector<SchedMsg> v;
+  for (auto& [key, m] : b.recvs) v.push_back(m);
+  return v;
+}
 
 // A nonblocking call's blocks as a schedule (the caller passed schedule_gate).
 bool schedule_blocks(Call& c, Blocks& b, int* rc) {
@@ -300,11 +318,7 @@ bool schedule_blocks(Call& c, Blocks& b, int* rc) {
     }
     for (SchedMsg& m : s->sends) m.buf = copy + (static_cast<char*>(m.buf) - lo);
   }
-  // By sender, then key: the order in which each sender's blocks arrive.
-  std::stable_sort(b.recvs.begin(), b.recvs.end(), [](const auto& x, const auto& y) {
-    return x.second.peer != y.second.peer ? x.second.peer < y.second.peer : x.first < y.first;
-  });
-  for (auto& [key, m] : b.recvs) s->recvs.push_back(m);
+  s->recvs = arrival_order(b);
   *rc = start(c, std::move(s));
   return true;
 }
@@ -410,10 +424,15 @@ bool run_blocks(Call& c, Blocks& b, int* rc) {
 #endif
     return schedule_gate(c, INT64_MAX) && schedule_blocks(c, b, rc);  // sizes differ by rank
   }
+  if (staged::gate(c, INT64_MAX)) {  // off the node, or no CUDA IPC
+    std::vector<SchedMsg> sends;
+    for (auto& [key, m] : b.sends) sends.push_back(m);
+    if (staged::blocks(c, sends, arrival_order(b), !b.declines, rc)) return true;
+  }
   coll::NodeEnv env;
   if (!gate(c, INT64_MAX, &env)) return false;
   if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
-  return settle(c, coll::exchange(env, b.out, b.in, b.can), rc);
+  return settle(c, coll::exchange(env, b.out, b.in, b.can && !b.declines), rc);
 }
 
 std::vector<int> every_rank(int n) {
@@ -470,19 +489,19 @@ bool topology_lists(const Call& c, std::optional<NeighborCall> call, std::vector
   return false;
 }
 
-// topology_lists, and where this rank cannot take part in the node engine's exchange,
-// *can turns false (every rank then declines there).
+// topology_lists, and where this rank cannot take part in Loom's exchanges,
+// *declines turns true (every rank then leaves the call to the MPI).
 bool neighbor_lists(const Call& c, std::optional<NeighborCall> call, std::vector<int>* sources,
-                    std::vector<int>* dests, Pairing* pairing, bool* can) {
+                    std::vector<int>* dests, Pairing* pairing, bool* declines) {
   if (!topology_lists(c, call, sources, dests, pairing)) return false;
 #if !(defined(OPEN_MPI) && OPEN_MPI)
   // MPICH 4.0's Neighbor_alltoallw put other bytes than Loom's engines
   // where a rank is its own neighbour on a distributed graph, with mixed
   // block types (seen 2026-11-27, not understood): such a rank declines.
   for (const auto* list : {sources, dests})
-    for (int p : *list) *can = *can && p != c.rank();
+    for (int p : *list) *declines = *declines || p == c.rank();
 #else
-  (void)can;
+  (void)declines;
 #endif
   return true;
 }
@@ -579,6 +598,7 @@ bool allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const 
     auto e = runtime()->types.lookup(rt);
     if (e) b.add(true, r, coll::kEveryOther, rcs[me], displs[me] * e.value()->info.extent, rt, 0);
     b.can = b.can && e;
+    b.declines = b.declines || !e;
   }
   b.add_v(false, r, ranks_but(c.size(), inpl ? me : -1), rcs, displs, rt);
   return run_blocks(c, b, rc);
@@ -589,7 +609,8 @@ bool neighbor_allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.declines))
+    return false;
   b.add_each(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
   return run_blocks(c, b, rc);
@@ -600,7 +621,8 @@ bool neighbor_allgatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* 
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.can)) return false;
+  if (!c.active() || !neighbor_lists(c, std::nullopt, &src, &dst, &b.pairing, &b.declines))
+    return false;
   b.add_each(true, s, dst, sc, st);
   b.add_v(false, r, src, rcs, displs, rt);
   return run_blocks(c, b, rc);
@@ -611,7 +633,8 @@ bool neighbor_alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r,
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoall, &src, &dst, &b.pairing, &b.can))
+  if (!c.active() ||
+      !neighbor_lists(c, NeighborCall::kAlltoall, &src, &dst, &b.pairing, &b.declines))
     return false;
   b.add_even(true, s, dst, sc, st);
   b.add_even(false, r, src, rcount, rt);
@@ -623,7 +646,8 @@ bool neighbor_alltoallv(Call& c, const void* s, const int* scs, const int* sd, M
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoallv, &src, &dst, &b.pairing, &b.can))
+  if (!c.active() ||
+      !neighbor_lists(c, NeighborCall::kAlltoallv, &src, &dst, &b.pairing, &b.declines))
     return false;
   b.add_v(true, s, dst, scs, sd, st);
   b.add_v(false, r, src, rcs, rd, rt);
@@ -636,7 +660,8 @@ bool neighbor_alltoallw(Call& c, const void* s, const int* scs, const MPI_Aint* 
   Blocks b;
   b.neighbor = true;
   std::vector<int> src, dst;
-  if (!c.active() || !neighbor_lists(c, NeighborCall::kAlltoallw, &src, &dst, &b.pairing, &b.can))
+  if (!c.active() ||
+      !neighbor_lists(c, NeighborCall::kAlltoallw, &src, &dst, &b.pairing, &b.declines))
     return false;
   b.add_w(true, s, dst, scs, sd, sts);
   b.add_w(false, r, src, rcs, rd, rts);

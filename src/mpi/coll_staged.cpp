@@ -5,8 +5,11 @@
 #include <climits>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
+#include "coll/node_engine.hpp"
 #include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
@@ -182,33 +185,78 @@ bool forced() {
   return runtime()->coll_method.load(std::memory_order_relaxed) == Mode::kStaged;
 }
 
+// Auto mode, per communicator and call: after an agreement in which no
+// rank had device memory, the next calls of that name skip it (the
+// mirrors), 1, 2, 4 ... up to kQuietMost of them, so a program of host
+// buffers pays the agreement once in that many calls. Alike on every rank:
+// it follows the agreements' results and the call sequence.
+constexpr int kQuietMost = 64;
+struct Quiet {
+  int streak = 0, skip = 0;
+};
+using QuietMap = std::unordered_map<const char*, Quiet>;  // by c.fn()
+int g_quiet_key = MPI_KEYVAL_INVALID;
+int free_quiet(MPI_Comm, int, void* attr, void*) {
+  delete static_cast<QuietMap*>(attr);
+  return MPI_SUCCESS;
+}
+Quiet* quiet_of(const Call& c) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  if (g_quiet_key == MPI_KEYVAL_INVALID &&
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_quiet, &g_quiet_key, nullptr) !=
+          MPI_SUCCESS)
+    return nullptr;
+  void* attr = nullptr;
+  int found = 0;
+  if (PMPI_Comm_get_attr(c.comm(), g_quiet_key, &attr, &found) != MPI_SUCCESS) return nullptr;
+  if (!found) {
+    attr = new QuietMap;
+    PMPI_Comm_set_attr(c.comm(), g_quiet_key, attr);
+  }
+  return &(*static_cast<QuietMap*>(attr))[c.fn()];
+}
+
 // Every rank of c agrees: true when every rank can take part (`can`), some
 // rank has device memory among its `sides`, and, unless LOOM_COLL_METHOD is
-// `staged`, some rank's device data has gaps. Contiguous data gained at most
-// 1.04-1.23x over the mirrors on one H100 with ranks counted off the node,
-// and lost up to 9 % in some shapes, where the MPI's own exchange is most of
-// the time (docs/collectives.md); data with gaps gained 3.6-5.9x: the
-// mirrors copy its whole span and the MPI packs it on the host, where here
-// one kernel packs it on the device.
-bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides) {
+// `staged`, some rank's device data has gaps and some rank's stream holds
+// LOOM_COLL_PIPELINE_MIN bytes. Contiguous data gained at most 1.04-1.23x
+// over the mirrors on one H100 with ranks counted off the node, and lost up
+// to 9 % in some shapes, where the MPI's own exchange is most of the time
+// (docs/collectives.md); data with gaps gained 3.6-5.9x: the mirrors copy
+// its whole span and the MPI packs it on the host, where here one kernel
+// packs it on the device. *most: the largest stream of any rank (the
+// chunks are cut from it alike everywhere).
+bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides, size_t* most) {
+  Quiet* quiet = forced() ? nullptr : quiet_of(c);
+  if (quiet && quiet->skip > 0) {
+    --quiet->skip;
+    return false;
+  }
   // The chunk setting too: every rank must cut the streams alike.
   const int knob = static_cast<int>(std::min<int64_t>(runtime()->coll_pipeline_chunk, INT_MAX));
-  int mine[5] = {0, can ? 0 : 1, 0, knob, -knob}, all[5] = {0, 1, 0, 0, 0};
+  int mine[6] = {0, can ? 0 : 1, 0, knob, -knob, 0}, all[6] = {0, 1, 0, 0, 0, 0};
   for (const Side* s : sides) {
     int64_t base = 0;
     mine[0] |= s->device ? 1 : 0;
     mine[2] |= s->device && s->msg.form && !transport::contiguous_at(s->msg, &base) ? 1 : 0;
+    mine[5] = std::max(mine[5], static_cast<int>(s->bytes));  // make_side: within int
   }
   blocking_call(
-      collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 5, MPI_INT, MPI_MAX, c.comm()); },
-      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 5, MPI_INT, MPI_MAX, c.comm(), r); });
+      collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 6, MPI_INT, MPI_MAX, c.comm()); },
+      [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 6, MPI_INT, MPI_MAX, c.comm(), r); });
+  if (quiet) {
+    quiet->streak = all[0] ? 0 : std::min(std::max(quiet->streak * 2, 1), kQuietMost);
+    quiet->skip = quiet->streak;
+  }
   if (all[3] != -all[4]) {
     LOOM_WARN(kMpi, "%s: LOOM_COLL_PIPELINE_CHUNK differs between ranks: not staged", c.fn());
     return false;
   }
   if (all[1])
     LOOM_DEBUG(kMpi, "%s: pipelined staging declined (some rank cannot take part)", c.fn());
-  return all[0] && !all[1] && (all[2] || forced());
+  *most = static_cast<size_t>(all[5]);
+  return all[0] && !all[1] && (forced() || (all[2] && all[5] >= runtime()->coll_pipeline_min));
 }
 
 // c's private twin, which the exchanges run on; false (the error raised
@@ -270,10 +318,11 @@ bool reduction(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   Side in, out;
   bool can = make_side(s == MPI_IN_PLACE ? r : s, count, t, &in);
   if (out_here) can = make_side(r, count, t, &out) && can;
-  if (!agree(c, can, {&in, &out})) return false;
+  size_t most = 0;
+  if (!agree(c, can, {&in, &out}, &most)) return false;
   MPI_Comm twin = MPI_COMM_NULL;
   if (!twin_of(c, &twin, rc)) return true;
-  const size_t chunk = chunk_bytes(static_cast<size_t>(size), in.bytes);
+  const size_t chunk = chunk_bytes(static_cast<size_t>(size), most);
   Requests q;
   Status st = out_here ? recv_stage(out) : Status::ok();
   if (st.is_ok())
@@ -296,91 +345,67 @@ bool reduction(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_O
   return true;
 }
 
-// A piece of a block exchange: `len` bytes at `at` in the receive stream,
-// from `peer`.
+// A block of a packed stream: `len` bytes from `at`, to or from `peer`.
 struct Piece {
   int peer = 0;
   size_t at = 0, len = 0;
 };
 
-// Rank `peer` sends this rank the `block` bytes at [from, from + block) of
-// its send stream, cut at the multiples of `chunk` there (its chunks); they
-// land at `at` in this rank's receive stream.
-void pieces_from(int peer, size_t from, size_t block, size_t chunk, size_t at,
-                 std::vector<Piece>* out) {
-  for (size_t p = from; p < from + block;) {
-    const size_t end = std::min(from + block, (p / chunk + 1) * chunk);
-    out->push_back({peer, at + (p - from), end - p});
-    p = end;
-  }
+// The messages a block travels in: cut every `chunk` bytes from its start.
+// Sender and receiver cut alike (MPI's matching signatures give their
+// blocks one length), whatever else either stream holds.
+void cut(const Piece& b, size_t chunk, std::vector<Piece>* out) {
+  for (size_t p = 0; p < b.len; p += chunk)
+    out->push_back({b.peer, b.at + p, std::min(chunk, b.len - p)});
 }
 
-// Who sends which block of its send stream to whom. Alltoall: block j to
-// rank j. Allgather: the one block to every rank. Gather: the one block to
-// the root. Scatter: the root's block j to rank j. Blocks are `block` bytes
-// on every rank (MPI's matching signatures).
-enum class Route { kAlltoall, kAllgather, kGather, kScatter };
-
-bool exchange(Call& c, Side& in, Side& out, size_t block, Route route, int root, bool can,
-              int* rc) {
-  const int n = c.size(), me = c.rank();
-  const auto at = [&](int i) { return block * static_cast<size_t>(i); };
-  const bool sends = route != Route::kScatter || me == root;
-  const bool gets = route != Route::kGather || me == root;
-  // The root of an in-place Scatter keeps its block where it is.
-  const bool to_self = !(route == Route::kScatter && me == root && out.bytes == 0);
-  const size_t want_in = !sends                                                    ? 0
-                         : (route == Route::kAlltoall || route == Route::kScatter) ? at(n)
-                                                                                   : block;
-  const size_t want_out = !gets ? 0 : route == Route::kScatter ? (to_self ? block : 0) : at(n);
-  can = can && block > 0 && in.bytes == want_in && out.bytes == want_out;
-  if (!agree(c, can, {&in, &out})) return false;
+// Sends `sends` (blocks of in's stream; each peer's in the order it posts
+// them) and receives `recvs` (blocks of out's stream; each sender's in its
+// order), each as its pieces: every receive is posted first, then each
+// piece goes as soon as the chunk holding its end is in host memory, and
+// arrived bytes land while later ones travel. MPI's non-overtaking rule
+// pairs the pieces (one tag on the twin).
+bool exchange(Call& c, Side& in, Side& out, const std::vector<Piece>& sends,
+              const std::vector<Piece>& recvs, bool can, int* rc) {
+  for (const Piece& b : sends) can = can && b.at + b.len <= in.bytes;
+  for (const Piece& b : recvs) can = can && b.at + b.len <= out.bytes;
+  size_t most = 0;
+  if (!agree(c, can, {&in, &out}, &most)) return false;
   MPI_Comm twin = MPI_COMM_NULL;
   if (!twin_of(c, &twin, rc)) return true;
-  const size_t chunk = chunk_bytes(1, at(n));  // alike on every rank
+  const size_t chunk = chunk_bytes(1, most);
   Requests q;
   Status st = recv_stage(out);
-  // Every receive first, in each sender's order (the sender's chunks cut
-  // its stream at multiples of `chunk`), then sorted by where they land
-  // (the order land() uses them in).
-  std::vector<Piece> pieces;
-  if (route == Route::kScatter) {
-    if (to_self) pieces_from(root, at(me), block, chunk, 0, &pieces);
-  } else if (gets) {
-    for (int i = 0; i < n; ++i)
-      pieces_from(i, route == Route::kAlltoall ? at(me) : 0, block, chunk, at(i), &pieces);
-  }
-  std::vector<std::pair<size_t, size_t>> by_at;  // (at, request index)
-  for (size_t k = 0; st.is_ok() && k < pieces.size(); ++k) {
-    const Piece& p = pieces[k];
+  std::vector<Piece> gets, puts;
+  for (const Piece& b : recvs) cut(b, chunk, &gets);
+  for (const Piece& b : sends) cut(b, chunk, &puts);
+  std::vector<std::pair<size_t, size_t>> by_at;  // (at, request index): land()'s order
+  for (size_t k = 0; st.is_ok() && k < gets.size(); ++k) {
+    const Piece& p = gets[k];
     by_at.emplace_back(p.at, q.size());
     st = mpi_status(q.note(PMPI_Irecv(out.at() + p.at, static_cast<int>(p.len), MPI_BYTE, p.peer,
                                       kPieceTag, twin, q.add())),
                     "posting a piece's receive");
   }
-  auto send = [&](size_t lo, size_t hi, int to) {
-    return mpi_status(q.note(PMPI_Isend(in.at() + lo, static_cast<int>(hi - lo), MPI_BYTE, to,
-                                        kPieceTag, twin, q.add())),
-                      "sending a piece");
-  };
+  // By where they end (stable: a peer's pieces keep their order).
+  std::stable_sort(puts.begin(), puts.end(),
+                   [](const Piece& x, const Piece& y) { return x.at + x.len < y.at + y.len; });
+  size_t sent = 0;  // puts[sent..] not yet sent
   if (st.is_ok())
     st = send_chunks(
         in, chunk, twin,
         [&](size_t off, size_t len) {
-          const size_t end = off + len;
-          if (route == Route::kGather) return send(off, end, root);
-          for (int j = 0; j < n; ++j) {
-            if (route == Route::kAllgather) {
-              LOOM_TRY(send(off, end, j));
-              continue;
-            }
-            // The part of this chunk in block j.
-            const size_t lo = std::max(off, at(j)), hi = std::min(end, at(j + 1));
-            if (lo < hi && (j != me || to_self)) LOOM_TRY(send(lo, hi, j));
+          for (; sent < puts.size() && puts[sent].at + puts[sent].len <= off + len; ++sent) {
+            const Piece& p = puts[sent];
+            LOOM_TRY(mpi_status(q.note(PMPI_Isend(in.at() + p.at, static_cast<int>(p.len), MPI_BYTE,
+                                                  p.peer, kPieceTag, twin, q.add())),
+                                "sending a piece"));
           }
           return Status::ok();
         },
         [&] { q.poke(); });
+  if (st.is_ok() && sent != puts.size())
+    st = Status(Err::kInternal, "a staged collective's pieces outrun its stream");
   std::sort(by_at.begin(), by_at.end());
   size_t next = 0;  // by_at[next..] not yet waited for
   if (st.is_ok())
@@ -392,6 +417,72 @@ bool exchange(Call& c, Side& in, Side& out, size_t block, Route route, int root,
   finish(c, st, q, rc);
   return true;
 }
+
+// `n` blocks of `block` bytes one after the other in a stream, block i
+// to or from rank i (but `skip`, -1: none).
+std::vector<Piece> even(int n, size_t block, int skip = -1) {
+  std::vector<Piece> v;
+  for (int i = 0; i < n; ++i)
+    if (i != skip) v.push_back({i, block * static_cast<size_t>(i), block});
+  return v;
+}
+
+// The same `len` bytes from `at` to each rank (but `skip`).
+std::vector<Piece> same(int n, size_t at, size_t len, int skip = -1) {
+  std::vector<Piece> v;
+  for (int i = 0; i < n; ++i)
+    if (i != skip) v.push_back({i, at, len});
+  return v;
+}
+
+// The blocks of a v, w or neighbour form as one stream: a struct type of
+// them from the first one's buffer, registered with Loom while the call
+// runs (one message alone needs none).
+class Stream {
+ public:
+  Stream() = default;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream() {
+    if (t_ == MPI_DATATYPE_NULL) return;
+    runtime()->types.release(t_);
+    PMPI_Type_free(&t_);
+  }
+  // Fills *side with the bytes of msgs one after the other, and (*at)[i]
+  // with where msgs[i]'s lie; false when this rank cannot take part.
+  bool make(const std::vector<SchedMsg>& msgs, Side* side, std::vector<size_t>* at) {
+    at->clear();
+    size_t sum = 0;
+    for (const SchedMsg& m : msgs) {
+      int size = 0;
+      if (m.count < 0 || !size_of(m.type, &size)) return false;
+      at->push_back(sum);
+      sum += static_cast<size_t>(m.count) * static_cast<size_t>(size);
+      if (sum > INT_MAX) return false;
+    }
+    if (msgs.empty()) return true;
+    if (msgs.size() == 1) return make_side(msgs[0].buf, msgs[0].count, msgs[0].type, side);
+    std::vector<int> counts;
+    std::vector<MPI_Aint> displs;
+    std::vector<MPI_Datatype> types;
+    const auto base = reinterpret_cast<uintptr_t>(msgs[0].buf);
+    for (const SchedMsg& m : msgs) {
+      counts.push_back(m.count);
+      displs.push_back(static_cast<MPI_Aint>(reinterpret_cast<uintptr_t>(m.buf) - base));
+      types.push_back(m.type);
+    }
+    if (PMPI_Type_create_struct(static_cast<int>(msgs.size()), counts.data(), displs.data(),
+                                types.data(), &t_) != MPI_SUCCESS) {
+      t_ = MPI_DATATYPE_NULL;
+      return false;
+    }
+    if (PMPI_Type_commit(&t_) != MPI_SUCCESS || !runtime()->types.commit(t_)) return false;
+    return make_side(msgs[0].buf, 1, t_, side) && side->bytes == sum;
+  }
+
+ private:
+  MPI_Datatype t_ = MPI_DATATYPE_NULL;
+};
 
 }  // namespace
 
@@ -410,13 +501,14 @@ bool gate(const Call& c, int64_t bytes) {
 bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   Side s;
   int size = 0;
+  size_t most = 0;
   if (root < 0 || root >= c.size() || count <= 0 || !size_of(t, &size) ||
       !gate(c, int64_t{count} * size))
     return false;
-  if (!agree(c, make_side(buf, count, t, &s), {&s})) return false;
+  if (!agree(c, make_side(buf, count, t, &s), {&s}, &most)) return false;
   MPI_Comm twin = MPI_COMM_NULL;
   if (!twin_of(c, &twin, rc)) return true;
-  const size_t chunk = chunk_bytes(1, s.bytes);
+  const size_t chunk = chunk_bytes(1, most);
   Requests q;
   auto post = [&](size_t off, size_t len) {
     return mpi_status(
@@ -452,35 +544,35 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
 bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount,
                MPI_Datatype rt, int* rc) {
   int size = 0;
-  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * c.size()))
-    return false;
+  const int n = c.size();
+  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * n)) return false;
   Side in, out;
   MPI_Aint lb = 0, extent = 0;
   bool can = PMPI_Type_get_extent(rt, &lb, &extent) == MPI_SUCCESS &&
-             make_side(r, int64_t{rcount} * c.size(), rt, &out);
+             make_side(r, int64_t{rcount} * n, rt, &out);
   if (s == MPI_IN_PLACE)  // this rank's block already sits in r
     can = make_side(static_cast<char*>(r) + extent * rcount * c.rank(), rcount, rt, &in) && can;
   else
     can = make_side(s, sc, st, &in) && can;
-  return exchange(c, in, out, static_cast<size_t>(rcount) * static_cast<size_t>(size),
-                  Route::kAllgather, 0, can, rc);
+  const size_t block = static_cast<size_t>(rcount) * static_cast<size_t>(size);
+  return exchange(c, in, out, same(n, 0, block), even(n, block), can, rc);
 }
 
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc) {
   int size = 0;
-  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * c.size()))
-    return false;
+  const int n = c.size();
+  if (rcount <= 0 || !size_of(rt, &size) || !gate(c, int64_t{rcount} * size * n)) return false;
   Side in, out;
-  bool can = make_side(r, int64_t{rcount} * c.size(), rt, &out);
+  bool can = make_side(r, int64_t{rcount} * n, rt, &out);
   // In place the send stream is packed from the receive buffer before
   // anything lands in it (send_chunks ends before land begins).
   if (s == MPI_IN_PLACE)
-    can = make_side(r, int64_t{rcount} * c.size(), rt, &in) && can;
+    can = make_side(r, int64_t{rcount} * n, rt, &in) && can;
   else
-    can = make_side(s, int64_t{sc} * c.size(), st, &in) && can;
-  return exchange(c, in, out, static_cast<size_t>(rcount) * static_cast<size_t>(size),
-                  Route::kAlltoall, 0, can, rc);
+    can = make_side(s, int64_t{sc} * n, st, &in) && can;
+  const size_t block = static_cast<size_t>(rcount) * static_cast<size_t>(size);
+  return exchange(c, in, out, even(n, block), even(n, block), can, rc);
 }
 
 bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
@@ -496,11 +588,15 @@ bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount
     MPI_Aint lb = 0, extent = 0;
     can = PMPI_Type_get_extent(rt, &lb, &extent) == MPI_SUCCESS &&
           make_side(r, int64_t{rcount} * c.size(), rt, &out);
+    // In place the root sends its own block to itself: the receive stream
+    // lands whole.
     if (in_place)
       can = make_side(static_cast<char*>(r) + extent * rcount * root, rcount, rt, &in) && can;
   }
   if (!in_place) can = make_side(s, sc, st, &in) && can;
-  return exchange(c, in, out, static_cast<size_t>(block), Route::kGather, root, can, rc);
+  const auto b = static_cast<size_t>(block);
+  return exchange(c, in, out, {{root, 0, b}}, at_root ? even(c.size(), b) : std::vector<Piece>{},
+                  can, rc);
 }
 
 bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
@@ -514,7 +610,39 @@ bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcoun
   bool can = true;
   if (at_root) can = make_side(s, int64_t{sc} * c.size(), st, &in);
   if (!in_place) can = make_side(r, rcount, rt, &out) && can;
-  return exchange(c, in, out, static_cast<size_t>(block), Route::kScatter, root, can, rc);
+  const auto b = static_cast<size_t>(block);
+  std::vector<Piece> sends, recvs;
+  if (at_root) sends = even(c.size(), b, in_place ? root : -1);
+  if (!in_place) recvs.push_back({root, 0, b});
+  return exchange(c, in, out, sends, recvs, can, rc);
+}
+
+bool blocks(Call& c, const std::vector<SchedMsg>& sends, const std::vector<SchedMsg>& recvs,
+            bool can, int* rc) {
+  // Sizes differ by rank: the agreement weighs them (any rank's stream
+  // from LOOM_COLL_PIPELINE_MIN).
+  if (!gate(c, INT64_MAX)) return false;
+  Stream ss, rs;
+  Side in, out;
+  std::vector<size_t> sat, rat;
+  can = ss.make(sends, &in, &sat) && can;
+  can = rs.make(recvs, &out, &rat) && can;
+  std::vector<Piece> to, from;
+  const int n = c.size(), me = c.rank();
+  for (size_t i = 0; can && i < sends.size(); ++i) {
+    const size_t len = i + 1 < sends.size() ? sat[i + 1] - sat[i] : in.bytes - sat[i];
+    const int peer = sends[i].peer;
+    if (peer == coll::kEveryRank || peer == coll::kEveryOther) {
+      for (const Piece& p : same(n, sat[i], len, peer == coll::kEveryOther ? me : -1))
+        to.push_back(p);
+    } else {
+      to.push_back({peer, sat[i], len});
+    }
+  }
+  for (size_t i = 0; can && i < recvs.size(); ++i)
+    from.push_back(
+        {recvs[i].peer, rat[i], i + 1 < recvs.size() ? rat[i + 1] - rat[i] : out.bytes - rat[i]});
+  return exchange(c, in, out, to, from, can, rc);
 }
 
 long long calls() {

@@ -11,9 +11,10 @@
 //
 // The exchanges are the MPI's own, on host memory: Bcast, Allreduce and
 // Reduce run its nonblocking collective once a chunk (any op it has, user
-// ops included, on predefined types); Allgather, Alltoall, Gather and
-// Scatter send each chunk's pieces point to point on the communicator's
-// private twin (one tag; MPI's non-overtaking order pairs the pieces). Every rank takes part
+// ops included, on predefined types); the gathers, scatters and all-to-alls
+// (v, w and neighbour forms too) send each block in pieces point to point
+// on the communicator's private twin (one tag; MPI's non-overtaking order
+// pairs the pieces), each piece as soon as its bytes are in host memory. Every rank takes part
 // whatever its buffers (host buffers are packed by the MPI's MPI_Pack), so
 // one small allreduce decides: the engine runs when some rank has a device
 // buffer and every rank can take part, else every rank takes the mirrors.
@@ -22,8 +23,10 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "mpi/coll_call.hpp"
+#include "mpi/coll_schedule.hpp"
 
 namespace loom::mpi::staged {
 
@@ -45,6 +48,14 @@ bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount
             int root, int* rc);
 bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
              int root, int* rc);
+
+// The v, w and neighbour all-to-alls, Gatherv, Scatterv and Allgatherv, as
+// lists of blocks: `sends` each peer's in the order its receiver takes them
+// (peer coll::kEveryRank or kEveryOther: one block to many), `recvs` in
+// each sender's order. `can`: false where this rank must leave the call to
+// the MPI. Their sizes differ by rank, so the agreement weighs them.
+bool blocks(Call& c, const std::vector<SchedMsg>& sends, const std::vector<SchedMsg>& recvs,
+            bool can, int* rc);
 
 // Calls this process ran here (tests).
 long long calls();

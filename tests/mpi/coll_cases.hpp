@@ -3165,6 +3165,272 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
   }
 }
 
+// The v and w forms staged through host memory in pipelined chunks: with
+// LOOM_COLL_METHOD=staged each of the five runs there (blocks of counts
+// that differ by rank and by pair, gaps between the blocks, a vector type
+// to some peers, in place, host and device buffers mixed); in auto with
+// LOOM_COLL_PIPELINE_MIN=0 where every rank counts as on a node of its
+// own, those where some rank's device data has gaps (Alltoallv's gapped
+// displacements, Alltoallw's vectors, Gatherv's gapped root, in place the
+// hole a rank's own block leaves). Gap ints keep
+// their values. The neighbour forms run staged in the CollNeighbor suite.
+TEST_F(Coll, PipelinedStagingCarriesTheVForms) {
+  const int P = x_.size, me = x_.rank;
+  auto env_is = [](const char* name, const char* want) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == want;
+  };
+  const bool forced = backend().device_path() && env_is("LOOM_COLL_METHOD", "staged");
+  const bool off_node = backend().device_path() && env_is("LOOM_TEST_OFF_NODE", "1") &&
+                        env_is("LOOM_COLL_PIPELINE_MIN", "0");
+  Backend& be = backend();
+  const auto uP = static_cast<size_t>(P);
+  auto value = [](int rank, size_t i, int round) {
+    return rank * 100003 + static_cast<int>(i) * 7 + round;
+  };
+  constexpr int kGap = -9;  // what the gaps hold
+  // Displacements of blocks of `counts`, `gap` ints apart.
+  auto displs_of = [](const std::vector<int>& counts, int gap) {
+    std::vector<int> d(counts.size());
+    int at = 0;
+    for (size_t p = 0; p < counts.size(); ++p) {
+      d[p] = at;
+      at += counts[p] + gap;
+    }
+    return d;
+  };
+  for (int round = 0; round < 4; ++round) {
+    Watchdog::get().note("pipelined staging of the v forms, round " + std::to_string(round));
+    const bool dev = !(round % 2 == 1 && me == P - 1);  // odd rounds: the last rank's on the host
+    const bool in_place = round >= 2;
+    const int root = round % P;
+    const size_t room = 4096 * uP;  // ints a buffer holds
+    void* s = be.alloc(room * sizeof(int), dev);
+    void* r = be.alloc(room * sizeof(int), dev);
+    std::vector<int> h(room), got(room), sentinel(room, kGap);
+    long long before = 0, after = 0;
+    loom_coll_staged(&before);
+    int bad = 0;
+
+    // Alltoallv: rank q sends rank p f(q, p) ints, blocks 5 ints apart in
+    // the send buffer and 3 apart in the receive buffer.
+    auto f = [&](int q, int p) { return 50 + 7 * q + 3 * p + round; };
+    {
+      std::vector<int> sc(uP), rc(uP);
+      for (int p = 0; p < P; ++p) {
+        sc[static_cast<size_t>(p)] = f(me, p);
+        rc[static_cast<size_t>(p)] = f(p, me);
+      }
+      const std::vector<int> sd = displs_of(sc, 5), rd = displs_of(rc, 3);
+      for (size_t i = 0; i < room; ++i) h[i] = value(me, i, round);
+      be.put(s, h.data(), room * sizeof(int), dev);
+      be.put(r, sentinel.data(), room * sizeof(int), dev);
+      EXPECT_EQ(MPI_Alltoallv(s, sc.data(), sd.data(), MPI_INT, r, rc.data(), rd.data(), MPI_INT,
+                              x_.comm),
+                MPI_SUCCESS);
+      be.get(got.data(), r, room * sizeof(int), dev);
+      std::vector<int> want(sentinel);
+      for (int p = 0; p < P; ++p) {
+        std::vector<int> their(uP);  // rank p's send counts
+        for (int q = 0; q < P; ++q) their[static_cast<size_t>(q)] = f(p, q);
+        const int from = displs_of(their, 5)[static_cast<size_t>(me)];
+        for (int k = 0; k < rc[static_cast<size_t>(p)]; ++k)
+          want[static_cast<size_t>(rd[static_cast<size_t>(p)] + k)] =
+              value(p, static_cast<size_t>(from + k), round);
+      }
+      bad = 0;
+      for (size_t i = 0; i < room; ++i) bad += got[i] != want[i];
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoallv, round " << round;
+    }
+
+    // Alltoallw: to odd ranks one element of a vector (3 ints of every 4),
+    // to even ranks those ints as they are; every rank receives 3k ints.
+    {
+      const int k = 20 + round;
+      MPI_Datatype gappy;
+      MPI_Type_vector(k, 3, 4, MPI_INT, &gappy);
+      MPI_Type_commit(&gappy);
+      std::vector<int> sc(uP), rc(uP, 3 * k), sd(uP), rd(uP);
+      std::vector<MPI_Datatype> st(uP), rt(uP, MPI_INT);
+      for (int p = 0; p < P; ++p) {
+        const auto up = static_cast<size_t>(p);
+        sc[up] = p % 2 ? 1 : 3 * k;
+        st[up] = p % 2 ? gappy : MPI_INT;
+        sd[up] = p * 4 * k * static_cast<int>(sizeof(int));
+        rd[up] = p * 3 * k * static_cast<int>(sizeof(int));
+      }
+      for (size_t i = 0; i < room; ++i) h[i] = value(me, i, round);
+      be.put(s, h.data(), room * sizeof(int), dev);
+      be.put(r, sentinel.data(), room * sizeof(int), dev);
+      EXPECT_EQ(MPI_Alltoallw(s, sc.data(), sd.data(), st.data(), r, rc.data(), rd.data(),
+                              rt.data(), x_.comm),
+                MPI_SUCCESS);
+      be.get(got.data(), r, room * sizeof(int), dev);
+      bad = 0;
+      for (int p = 0; p < P; ++p)
+        for (int j = 0; j < 3 * k; ++j) {
+          // Rank p's block for this rank starts at int me * 4k; to an odd
+          // rank it skips every fourth.
+          const int at = me * 4 * k + (me % 2 ? j / 3 * 4 + j % 3 : j);
+          bad +=
+              got[static_cast<size_t>(p * 3 * k + j)] != value(p, static_cast<size_t>(at), round);
+        }
+      for (size_t i = 3 * static_cast<size_t>(k) * uP; i < room; ++i) bad += got[i] != kGap;
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoallw, round " << round;
+      MPI_Type_free(&gappy);
+    }
+
+    // Gatherv into the root's blocks 4 ints apart; in place the root's own
+    // block is already there.
+    auto g = [&](int p) { return 40 + 11 * p + round; };
+    {
+      std::vector<int> rc(uP);
+      for (int p = 0; p < P; ++p) rc[static_cast<size_t>(p)] = g(p);
+      const std::vector<int> rd = displs_of(rc, 4);
+      const bool root_in_place = in_place && me == root;
+      for (size_t i = 0; i < room; ++i) h[i] = value(me, i, round);
+      be.put(s, h.data(), room * sizeof(int), dev);
+      std::vector<int> want(sentinel);
+      for (int p = 0; p < P; ++p)
+        for (int k = 0; k < g(p); ++k)
+          want[static_cast<size_t>(rd[static_cast<size_t>(p)] + k)] =
+              value(p, static_cast<size_t>(k), round);
+      if (me == root) {
+        std::vector<int> start(sentinel);
+        if (root_in_place)
+          for (int k = 0; k < g(me); ++k)
+            start[static_cast<size_t>(rd[static_cast<size_t>(me)] + k)] =
+                value(me, static_cast<size_t>(k), round);
+        be.put(r, start.data(), room * sizeof(int), dev);
+      }
+      EXPECT_EQ(MPI_Gatherv(root_in_place ? MPI_IN_PLACE : s, g(me), MPI_INT, r, rc.data(),
+                            rd.data(), MPI_INT, root, x_.comm),
+                MPI_SUCCESS);
+      if (me == root) {
+        be.get(got.data(), r, room * sizeof(int), dev);
+        bad = 0;
+        for (size_t i = 0; i < room; ++i) bad += got[i] != want[i];
+        EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Gatherv, round " << round;
+      }
+
+      // Scatterv of those blocks back, from the root's blocks side by side.
+      const std::vector<int> sd = displs_of(rc, 0);
+      for (size_t i = 0; i < room; ++i) h[i] = value(root, i, round + 1);
+      if (me == root) be.put(s, h.data(), room * sizeof(int), dev);
+      be.put(r, sentinel.data(), room * sizeof(int), dev);
+      EXPECT_EQ(MPI_Scatterv(s, rc.data(), sd.data(), MPI_INT, root_in_place ? MPI_IN_PLACE : r,
+                             g(me), MPI_INT, root, x_.comm),
+                MPI_SUCCESS);
+      be.get(got.data(), r, room * sizeof(int), dev);
+      bad = 0;
+      for (size_t i = 0; i < room; ++i) {
+        const bool mine = !root_in_place && i < static_cast<size_t>(g(me));
+        bad += got[i] !=
+               (mine ? value(root, static_cast<size_t>(sd[static_cast<size_t>(me)]) + i, round + 1)
+                     : kGap);
+      }
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Scatterv, round " << round;
+    }
+
+    // Allgatherv of blocks side by side; in place this rank's is already in r.
+    {
+      auto a = [&](int p) { return 30 + 5 * p + round; };
+      std::vector<int> rc(uP);
+      for (int p = 0; p < P; ++p) rc[static_cast<size_t>(p)] = a(p);
+      const std::vector<int> rd = displs_of(rc, 0);
+      std::vector<int> want(sentinel);
+      for (int p = 0; p < P; ++p)
+        for (int k = 0; k < a(p); ++k)
+          want[static_cast<size_t>(rd[static_cast<size_t>(p)] + k)] =
+              value(p, static_cast<size_t>(k), round);
+      std::vector<int> start(sentinel);
+      for (size_t i = 0; i < room; ++i) h[i] = value(me, i, round);
+      if (in_place)
+        for (int k = 0; k < a(me); ++k)
+          start[static_cast<size_t>(rd[static_cast<size_t>(me)] + k)] =
+              value(me, static_cast<size_t>(k), round);
+      be.put(s, h.data(), room * sizeof(int), dev);
+      be.put(r, start.data(), room * sizeof(int), dev);
+      EXPECT_EQ(MPI_Allgatherv(in_place ? MPI_IN_PLACE : s, a(me), MPI_INT, r, rc.data(), rd.data(),
+                               MPI_INT, x_.comm),
+                MPI_SUCCESS);
+      be.get(got.data(), r, room * sizeof(int), dev);
+      bad = 0;
+      for (size_t i = 0; i < room; ++i) bad += got[i] != want[i];
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Allgatherv, round " << round;
+    }
+
+    loom_coll_staged(&after);
+    if (forced) {
+      EXPECT_EQ(after - before, 5) << rank_tag() << "calls staged in round " << round;
+    } else if (off_node) {
+      // Gatherv's gaps are the root's: on the host in odd rounds at rank
+      // P - 1; in place its own block stays out (one block left: none).
+      // In place, a hole where a rank's own block sits is a gap too:
+      // Scatterv's at a root in the middle, Allgatherv's at the ranks in
+      // the middle (always on the device).
+      const bool root_dev = !(round % 2 == 1 && root == P - 1);
+      const bool middle = root > 0 && root < P - 1;
+      const int want = 2 + (root_dev && (P > 2 || !in_place) ? 1 : 0) +
+                       (in_place && root_dev && middle ? 1 : 0) + (in_place && P > 2 ? 1 : 0);
+      EXPECT_EQ(after - before, want) << rank_tag() << "calls staged in round " << round;
+    } else if (!backend().device_path()) {
+      EXPECT_EQ(after - before, 0) << rank_tag() << "host buffers staged in round " << round;
+    }
+    be.release(s, dev);
+    be.release(r, dev);
+  }
+
+  // In auto, after a call in which no rank had device memory, the next
+  // call of its name on that communicator skips the agreement (the
+  // mirrors), and the one after that asks again: alike on every rank.
+  if (off_node) {
+    MPI_Comm comm;
+    MPI_Comm_dup(x_.comm, &comm);
+    const size_t room = 64 * uP;
+    std::vector<int> sc(uP, 8), sd(uP), rd(uP);
+    for (int p = 0; p < P; ++p) {
+      sd[static_cast<size_t>(p)] = 10 * p;  // gaps: auto stages device data
+      rd[static_cast<size_t>(p)] = 9 * p;
+    }
+    std::vector<int> h(room), got(room);
+    for (size_t i = 0; i < room; ++i) h[i] = value(me, i, 9);
+    void* hs = be.alloc(room * sizeof(int), false);
+    void* hr = be.alloc(room * sizeof(int), false);
+    void* ds = be.alloc(room * sizeof(int), true);
+    void* dr = be.alloc(room * sizeof(int), true);
+    be.put(hs, h.data(), room * sizeof(int), false);
+    be.put(ds, h.data(), room * sizeof(int), true);
+    long long counts[4] = {};
+    loom_coll_staged(&counts[0]);
+    EXPECT_EQ(
+        MPI_Alltoallv(hs, sc.data(), sd.data(), MPI_INT, hr, sc.data(), rd.data(), MPI_INT, comm),
+        MPI_SUCCESS);
+    loom_coll_staged(&counts[1]);
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_EQ(
+          MPI_Alltoallv(ds, sc.data(), sd.data(), MPI_INT, dr, sc.data(), rd.data(), MPI_INT, comm),
+          MPI_SUCCESS);
+      be.get(got.data(), dr, room * sizeof(int), true);
+      int bad = 0;
+      for (int p = 0; p < P; ++p)
+        for (size_t k = 0; k < 8; ++k)
+          bad +=
+              got[9 * static_cast<size_t>(p) + k] != value(p, 10 * static_cast<size_t>(me) + k, 9);
+      EXPECT_EQ(bad, 0) << rank_tag() << "MPI_Alltoallv after a host call, call " << call;
+      loom_coll_staged(&counts[2 + call]);
+    }
+    EXPECT_EQ(counts[1] - counts[0], 0) << rank_tag() << "the host call staged";
+    EXPECT_EQ(counts[2] - counts[1], 0) << rank_tag() << "the call after it asked";
+    EXPECT_EQ(counts[3] - counts[2], 1) << rank_tag() << "the call after that did not stage";
+    be.release(hs, false);
+    be.release(hr, false);
+    be.release(ds, true);
+    be.release(dr, true);
+    MPI_Comm_free(&comm);
+  }
+}
+
 TEST_F(Coll, LargerMessages) {
   MPI_Datatype big;
   MPI_Type_vector(4096, 3, 4, MPI_INT, &big);  // 48 KiB of data in 64 KiB
