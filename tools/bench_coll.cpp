@@ -234,6 +234,38 @@ void strided_alltoall(int k, double rate, std::vector<Row>& rows) {
   MPI_Type_free(&v);
 }
 
+// An Alltoallv out of a strided layout into contiguous doubles (the
+// transpose of a distributed FFT): to peer p, k or 2k doubles (uneven as
+// in the Alltoallv rows), every other one of their span.
+void strided_alltoallv(int k, double rate, std::vector<Row>& rows) {
+  MPI_Datatype v, t;  // one double of every two
+  MPI_Type_vector(1, 1, 2, MPI_DOUBLE, &v);
+  MPI_Type_create_resized(v, 0, 16, &t);
+  MPI_Type_commit(&t);
+  const int n = g_size;
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  size_t total = 0;  // doubles
+  for (int p = 0; p < n; ++p) {
+    sc[p] = rc[p] = k * (1 + (g_rank + p) % 2);
+    sd[p] = rd[p] = static_cast<int>(total);
+    total += static_cast<size_t>(sc[p]);
+  }
+  Bufs b(16 * total, 8 * total);
+  size_t most = 8 * total;  // the bound: the largest rank's bytes, on every rank
+  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+  Row row{"Alltoallv strided (vector)",        8 * total, 0, 0, 0, 0, 0,
+          static_cast<double>(most) * n / rate};
+  auto call = [&](const void* s, void* r) {
+    MPI_Alltoallv(s, sc.data(), sd.data(), t, r, rc.data(), rd.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+  };
+  const int reps = reps_for(8 * total);
+  loom_modes(row, reps, [&] { call(b.dsend, b.drecv); });
+  row.user = timed(reps, [&] { b.user_level(call); });
+  rows.push_back(row);
+  MPI_Type_free(&t);
+  MPI_Type_free(&v);
+}
+
 // MPI_Neighbor_alltoallw of a 3D halo (radius 1, faces) on a periodic
 // Cartesian grid of ranks: each rank's m^3 doubles plus halo, one subarray
 // type per face, as TEMPI's benchmark does.
@@ -421,6 +453,11 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t f
   print(rows, csv);
   rows.clear();
 
+  for (int k = 128; k <= static_cast<int>(top / 8); k *= 16)
+    if (size_t{8} * k * n >= g_from) strided_alltoallv(k, rate, rows);
+  print(rows, csv);
+  rows.clear();
+
   // Alltoallv: `per` or 2 `per` bytes between each pair of ranks (the same
   // both ways), blocks packed one after the other.
   for (size_t per = 1024; per <= top; per *= 4) {
@@ -539,7 +576,11 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t f
   }
   print(rows, csv);
   rows.clear();
-  if (g_from == 0) halo(quick ? 32 : 64, rate, csv);
+  // From --from bytes, faces of at least that many (192^3: 1.7 MiB a rank).
+  if (g_from == 0)
+    halo(quick ? 32 : 64, rate, csv);
+  else if (size_t{6} * 192 * 192 * 8 >= g_from)
+    halo(192, rate, csv);
   nonblocking(top, big, rate, csv);
   if (csv) std::fclose(csv);
 #ifdef LOOM_HAVE_NCCL

@@ -185,14 +185,18 @@ bool forced() {
   return runtime()->coll_method.load(std::memory_order_relaxed) == Mode::kStaged;
 }
 
-// Auto mode, per communicator and call: after an agreement in which no
-// rank had device memory, the next calls of that name skip it (the
-// mirrors), 1, 2, 4 ... up to kQuietMost of them, so a program of host
-// buffers pays the agreement once in that many calls. Alike on every rank:
-// it follows the agreements' results and the call sequence.
+// Auto mode, per communicator and call name: until an agreement finds
+// device memory on some rank, each agreement that finds none skips the
+// next calls of that name (the mirrors), 1, 2, 4 ... up to kQuietMost of
+// them, so a program of host buffers pays the agreement once in that many
+// calls. Once one finds device memory, every call agrees: a program that
+// mixes host and device calls of one name keeps the right engine for each.
+// Alike on every rank: it follows the agreements' results and the call
+// sequence.
 constexpr int kQuietMost = 64;
 struct Quiet {
   int streak = 0, skip = 0;
+  bool device = false;  // some agreement found device memory
 };
 using QuietMap = std::unordered_map<const char*, Quiet>;  // by c.fn()
 int g_quiet_key = MPI_KEYVAL_INVALID;
@@ -229,7 +233,7 @@ Quiet* quiet_of(const Call& c) {
 // chunks are cut from it alike everywhere).
 bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides, size_t* most) {
   Quiet* quiet = forced() ? nullptr : quiet_of(c);
-  if (quiet && quiet->skip > 0) {
+  if (quiet && !quiet->device && quiet->skip > 0) {
     --quiet->skip;
     return false;
   }
@@ -245,9 +249,10 @@ bool agree(const Call& c, bool can, std::initializer_list<const Side*> sides, si
   blocking_call(
       collectives_poll(), [&] { return PMPI_Allreduce(mine, all, 6, MPI_INT, MPI_MAX, c.comm()); },
       [&](MPI_Request* r) { return PMPI_Iallreduce(mine, all, 6, MPI_INT, MPI_MAX, c.comm(), r); });
-  if (quiet) {
-    quiet->streak = all[0] ? 0 : std::min(std::max(quiet->streak * 2, 1), kQuietMost);
-    quiet->skip = quiet->streak;
+  if (quiet && !quiet->device) {
+    quiet->device = all[0] != 0;
+    quiet->streak = std::min(std::max(quiet->streak * 2, 1), kQuietMost);
+    quiet->skip = quiet->device ? 0 : quiet->streak;
   }
   if (all[3] != -all[4]) {
     LOOM_WARN(kMpi, "%s: LOOM_COLL_PIPELINE_CHUNK differs between ranks: not staged", c.fn());

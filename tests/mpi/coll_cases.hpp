@@ -3381,9 +3381,11 @@ TEST_F(Coll, PipelinedStagingCarriesTheVForms) {
     be.release(r, dev);
   }
 
-  // In auto, after a call in which no rank had device memory, the next
-  // call of its name on that communicator skips the agreement (the
-  // mirrors), and the one after that asks again: alike on every rank.
+  // In auto, after a first call in which no rank had device memory, the
+  // next call of its name on that communicator skips the agreement (the
+  // mirrors), and the one after that asks again: alike on every rank. Once
+  // one found device memory, every call asks: a host call between device
+  // calls skips none of them.
   if (off_node) {
     MPI_Comm comm;
     MPI_Comm_dup(x_.comm, &comm);
@@ -3423,6 +3425,17 @@ TEST_F(Coll, PipelinedStagingCarriesTheVForms) {
     EXPECT_EQ(counts[1] - counts[0], 0) << rank_tag() << "the host call staged";
     EXPECT_EQ(counts[2] - counts[1], 0) << rank_tag() << "the call after it asked";
     EXPECT_EQ(counts[3] - counts[2], 1) << rank_tag() << "the call after that did not stage";
+    long long later[2] = {};
+    EXPECT_EQ(
+        MPI_Alltoallv(hs, sc.data(), sd.data(), MPI_INT, hr, sc.data(), rd.data(), MPI_INT, comm),
+        MPI_SUCCESS);
+    loom_coll_staged(&later[0]);
+    EXPECT_EQ(
+        MPI_Alltoallv(ds, sc.data(), sd.data(), MPI_INT, dr, sc.data(), rd.data(), MPI_INT, comm),
+        MPI_SUCCESS);
+    loom_coll_staged(&later[1]);
+    EXPECT_EQ(later[0] - counts[3], 0) << rank_tag() << "the second host call staged";
+    EXPECT_EQ(later[1] - later[0], 1) << rank_tag() << "a device call after a host call skipped";
     be.release(hs, false);
     be.release(hr, false);
     be.release(ds, true);
