@@ -273,20 +273,18 @@ Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each) {
   });
 }
 
-Status alltoall(MPI_Comm comm, const void* in, void* out, size_t bytes_each) {
+Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs) {
   return run(comm, [&](State& s) {
     LOOM_TRY(nccl_status(api().group_start(), "ncclGroupStart"));
     Status st = Status::ok();
-    for (int p = 0; p < s.size && st.is_ok(); ++p) {
-      const size_t at = static_cast<size_t>(p) * bytes_each;
+    for (size_t i = 0; i < sends.size() && st.is_ok(); ++i)
       st = nccl_status(
-          api().send(static_cast<const char*>(in) + at, bytes_each, ncclUint8, p, s.comm, s.stream),
+          api().send(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, s.comm, s.stream),
           "ncclSend");
-      if (st.is_ok())
-        st = nccl_status(
-            api().recv(static_cast<char*>(out) + at, bytes_each, ncclUint8, p, s.comm, s.stream),
-            "ncclRecv");
-    }
+    for (size_t i = 0; i < recvs.size() && st.is_ok(); ++i)
+      st = nccl_status(api().recv(const_cast<void*>(recvs[i].buf), recvs[i].bytes, ncclUint8,
+                                  recvs[i].peer, s.comm, s.stream),
+                       "ncclRecv");
     Status end = nccl_status(api().group_end(), "ncclGroupEnd");
     return st.is_ok() ? end : st;
   });
@@ -333,7 +331,7 @@ Status bcast(MPI_Comm, void*, size_t, int) {
 Status allgather(MPI_Comm, const void*, void*, size_t) {
   return none();
 }
-Status alltoall(MPI_Comm, const void*, void*, size_t) {
+Status exchange(MPI_Comm, const std::vector<Xfer>&, const std::vector<Xfer>&) {
   return none();
 }
 void shutdown() {}

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "transport/mpi_wait.hpp"
 #include "util/status.hpp"
@@ -44,7 +45,17 @@ Status reduce_scatter_block(MPI_Comm comm, const void* in, void* out, size_t cou
                             MPI_Datatype t, MPI_Op op);
 Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root);
 Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each);
-Status alltoall(MPI_Comm comm, const void* in, void* out, size_t bytes_each);
+// One block of a point-to-point exchange: `bytes` of device memory at
+// `buf`, to or from `peer` (a rank of comm, this one included).
+struct Xfer {
+  int peer = 0;
+  const void* buf = nullptr;
+  size_t bytes = 0;
+};
+// Every send and receive in one NCCL group (the all-to-alls, gathers and
+// scatters): blocks between two ranks pair in the order each lists them
+// (NCCL keeps a pair's order).
+Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs);
 
 // Calls NCCL ran in this process (tests and LOOM_STATS-like checks).
 uint64_t calls();

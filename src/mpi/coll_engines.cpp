@@ -50,26 +50,48 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
 }
 
 // NCCL, where every rank of the communicator has a GPU of its own
-// (coll/nccl_engine.hpp): tried before the node engine, in auto from
-// LOOM_COLL_NODE_MIN bytes. `can`: this rank's buffers suit it (contiguous,
-// on the device); since they may not on every rank, the ranks agree with
-// one allreduce of that flag.
-bool nccl_gate(const Call& c, int64_t bytes, bool can) {
+// (coll/nccl_engine.hpp): tried before the other engines, in auto from
+// LOOM_COLL_NODE_MIN bytes (`bytes` each rank receives, alike on every
+// rank; -1 where sizes differ by rank: the vote weighs them). Checks only
+// what every rank sees alike.
+bool nccl_pre(const Call& c, int64_t bytes) {
   Runtime* rt = runtime();
   const Mode m = mode();
   if (c.request() || !c.active() || c.inter_comm() || (m != Mode::kNccl && m != Mode::kAuto))
     return false;
-  if (m == Mode::kAuto && bytes < rt->coll_node_min) return false;
-  if (!coll::nccl::usable(c.comm(), collective_wait())) return false;
-  int mine = can && !rt->host_as_device() ? 1 : 0, all = 0;  // test mode: host memory
+  if (m == Mode::kAuto && bytes >= 0 && bytes < rt->coll_node_min) return false;
+  return coll::nccl::usable(c.comm(), collective_wait());
+}
+
+// How NCCL takes a call, agreed by every rank with one allreduce: every
+// rank's buffers one run of device memory each (`contiguous`: the plain
+// NCCL call), or every block on the device in a type Loom packs
+// (`packable`: packed into scratch, sent, unpacked; in auto only where the
+// node engine cannot run, which is faster on a node). `mine`: this rank's
+// bytes, for calls whose sizes differ by rank.
+enum class NcclWay { kNone, kContiguous, kPacked };
+NcclWay nccl_vote(const Call& c, bool contiguous, bool packable, int64_t mine = INT64_MAX) {
+  Runtime* rt = runtime();
+  const bool host = rt->host_as_device();  // test mode: host memory
+  int flags[3] = {contiguous && !host ? 0 : 1, packable && !host ? 0 : 1,
+                  mine >= rt->coll_node_min ? 1 : 0},
+      all[3] = {1, 1, 0};
   blocking_call(
-      collectives_poll(),
-      [&] { return PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm()); },
+      collectives_poll(), [&] { return PMPI_Allreduce(flags, all, 3, MPI_INT, MPI_MAX, c.comm()); },
       [&](MPI_Request* r) {
-        return PMPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c.comm(), r);
+        return PMPI_Iallreduce(flags, all, 3, MPI_INT, MPI_MAX, c.comm(), r);
       });
-  if (!all) LOOM_DEBUG(kMpi, "%s: NCCL declined (some rank's buffers do not suit it)", c.fn());
-  return all != 0;
+  const bool forced = mode() == Mode::kNccl;
+  if (!forced && !all[2]) return NcclWay::kNone;
+  if (!all[0]) return NcclWay::kContiguous;
+  const bool node = rt->rv && rt->rv->lends() && rt->rv->all_on_node(c.comm());
+  if (!all[1] && (forced || !node)) return NcclWay::kPacked;
+  LOOM_DEBUG(kMpi, "%s: NCCL declined (some rank's buffers do not suit it)", c.fn());
+  return NcclWay::kNone;
+}
+
+bool nccl_gate(const Call& c, int64_t bytes, bool can) {
+  return nccl_pre(c, bytes) && nccl_vote(c, can, false) == NcclWay::kContiguous;
 }
 
 bool nccl_settle(const Call& c, const Status& s, int* rc) {
@@ -209,6 +231,7 @@ struct Blocks {
   // This rank leaves a blocking call to the MPI (neighbor_lists, bad
   // arguments, types Loom does not know).
   bool declines = false;
+  bool nccl_voted = false;  // NCCL was asked (and declined): not again
   // `count` elements of t at byte `at` from buf, to (send) or from `peer`.
   // Blocks of no data move nothing and are left out; MPI_PROC_NULL's too.
   void add(bool send, const void* buf, int peer, int count, int64_t at, MPI_Datatype t, int i) {
@@ -288,6 +311,100 @@ std::vector<SchedMsg> arrival_order(Blocks& b) {
   std::vector<SchedMsg> v;
   for (auto& [key, m] : b.recvs) v.push_back(m);
   return v;
+}
+
+// A blocking call's blocks through NCCL, where every rank has a GPU of its
+// own (`bytes`: as nccl_pre): contiguous blocks go from and into the
+// user's buffers as they lie, the others (and in place every send) are
+// packed into device scratch first and unpacked after. False: the other
+// engines (every rank alike).
+bool nccl_blocks(Call& c, Blocks& b, int64_t bytes, int* rc) {
+  if (b.nccl_voted || b.pairing == Pairing::kUnknown || !nccl_pre(c, bytes)) return false;
+  b.nccl_voted = true;
+  transport::Mover* mv = runtime()->mover(transport::Method::kDevice);
+  std::vector<coll::Block> in(b.in.begin(), b.in.end());
+  std::stable_sort(in.begin(), in.end(), [](const coll::Block& x, const coll::Block& y) {
+    return x.peer != y.peer ? x.peer < y.peer : x.key < y.key;
+  });
+  // Where each block's bytes lie on the device: as it lies, or at an
+  // offset of the scratch (from `scratch`, assigned below).
+  auto direct = [](const coll::Block& k, char** at) {
+    int64_t base = 0;
+    if (!transport::contiguous_at(k.part.msg, &base)) return false;
+    *at = static_cast<char*>(k.part.user) + base;
+    return true;
+  };
+  bool contiguous = !b.from_recv;
+  size_t scratch = 0;
+  std::vector<char*> out_at(b.out.size()), in_at(in.size());
+  std::vector<size_t> out_off(b.out.size(), SIZE_MAX), in_off(in.size(), SIZE_MAX);
+  for (size_t i = 0; i < b.out.size(); ++i)
+    if (b.from_recv || !direct(b.out[i], &out_at[i])) {  // in place: the receives overwrite it
+      out_off[i] = scratch;
+      scratch += static_cast<size_t>(b.out[i].part.msg.bytes);
+      contiguous = false;
+    }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!direct(in[i], &in_at[i])) {
+      in_off[i] = scratch;
+      scratch += static_cast<size_t>(in[i].part.msg.bytes);
+      contiguous = false;
+    }
+  transport::Staged sc;
+  bool packable = b.can && !b.declines && mv;
+  if (packable && scratch > 0) {  // before the vote: a rank without it declines
+    auto s = mv->scratch(scratch);
+    packable = s.is_ok();
+    if (packable) sc = std::move(s.value());
+  }
+  const NcclWay way = nccl_vote(c, contiguous && packable, packable, b.bytes);
+  if (way == NcclWay::kNone) return false;
+  char* base = static_cast<char*>(sc.dev);
+  for (size_t i = 0; i < out_at.size(); ++i)
+    if (out_off[i] != SIZE_MAX) out_at[i] = base + out_off[i];
+  for (size_t i = 0; i < in_at.size(); ++i)
+    if (in_off[i] != SIZE_MAX) in_at[i] = base + in_off[i];
+  // Every rank now runs the exchange: a failed pack still sends (its
+  // peers would wait otherwise) and raises after.
+  Status st;
+  std::vector<std::shared_ptr<void>> keep;
+  for (size_t i = 0; i < b.out.size() && st.is_ok(); ++i)
+    if (out_off[i] != SIZE_MAX)
+      st = mv->pack_async(b.out[i].part.msg, b.out[i].part.user, out_at[i], keep);
+  if (scratch > 0) {
+    Status w = mv->wait_copies();
+    if (st.is_ok()) st = w;
+  }
+  std::vector<coll::nccl::Xfer> sends, recvs;
+  const int n = c.size(), me = c.rank();
+  for (size_t i = 0; i < b.out.size(); ++i) {
+    const int peer = b.out[i].peer;
+    const auto len = static_cast<size_t>(b.out[i].part.msg.bytes);
+    if (peer == coll::kEveryRank || peer == coll::kEveryOther) {
+      for (int p = 0; p < n; ++p)
+        if (p != me || peer == coll::kEveryRank) sends.push_back({p, out_at[i], len});
+    } else {
+      sends.push_back({peer, out_at[i], len});
+    }
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    recvs.push_back({in[i].peer, in_at[i], static_cast<size_t>(in[i].part.msg.bytes)});
+  Status x = coll::nccl::exchange(c.comm(), sends, recvs);
+  if (st.is_ok()) st = x;
+  if (st.is_ok() && scratch > 0) {
+    std::vector<transport::Mover::UnpackItem> items;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in_off[i] != SIZE_MAX)
+        items.push_back({&in[i].part.msg, in_at[i], static_cast<size_t>(in[i].part.msg.bytes),
+                         in[i].part.user, nullptr});
+    std::vector<Status> each;
+    mv->unpack_many_async(items, keep, each);
+    Status w = mv->wait_copies();
+    for (const Status& e : each)
+      if (st.is_ok()) st = e;
+    if (st.is_ok()) st = w;
+  }
+  return nccl_settle(c, st, rc);
 }
 
 // A nonblocking call's blocks as a schedule (the caller passed schedule_gate).
@@ -424,6 +541,7 @@ bool run_blocks(Call& c, Blocks& b, int* rc) {
 #endif
     return schedule_gate(c, INT64_MAX) && schedule_blocks(c, b, rc);  // sizes differ by rank
   }
+  if (nccl_blocks(c, b, -1, rc)) return true;
   if (staged::gate(c, INT64_MAX)) {  // off the node, or no CUDA IPC
     std::vector<SchedMsg> sends;
     for (auto& [key, m] : b.sends) sends.push_back(m);
@@ -548,11 +666,15 @@ std::vector<int> ranks_but(int n, int skip) {
 bool gather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
             int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
-  if (staged::gather(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   Blocks b;
   const bool at_root = c.rank() == root, inpl = at_root && s == MPI_IN_PLACE;
   if (!inpl) b.add(true, s, root, sc, 0, st, 0);
   if (at_root) b.add_even(false, r, ranks_but(c.size(), inpl ? root : -1), rcount, rt);
+  // The root's receive counts are the size every rank's send must match.
+  int64_t each = int64_t{sc} * type_size(st);
+  if (inpl) each = int64_t{rcount} * type_size(rt);
+  if (nccl_blocks(c, b, each * c.size(), rc)) return true;
+  if (staged::gather(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   return run_blocks(c, b, rc);
 }
 
@@ -569,11 +691,14 @@ bool gatherv(Call& c, const void* s, int sc, MPI_Datatype st, void* r, const int
 bool scatter(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
              int root, int* rc) {
   if (root < 0 || root >= c.size()) return false;
-  if (staged::scatter(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   Blocks b;
   const bool at_root = c.rank() == root, inpl = at_root && r == MPI_IN_PLACE;
   if (at_root) b.add_even(true, s, ranks_but(c.size(), inpl ? root : -1), sc, st);
   if (!inpl) b.add(false, r, root, rcount, 0, rt, 0);
+  int64_t each = int64_t{rcount} * type_size(rt);
+  if (inpl) each = int64_t{sc} * type_size(st);
+  if (nccl_blocks(c, b, each * c.size(), rc)) return true;
+  if (staged::scatter(c, s, sc, st, r, rcount, rt, root, rc)) return true;
   return run_blocks(c, b, rc);
 }
 
@@ -913,15 +1038,14 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
 bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcount, MPI_Datatype rt,
               int* rc) {
   coll::NodeEnv env;
-  {
-    char *in = nullptr, *out = nullptr;
-    size_t sn = 0, rn = 0;
-    const bool can = s != MPI_IN_PLACE &&
-                     device_run(r, int64_t{rcount} * c.size(), rt, &out, &rn) &&
-                     device_run(s, int64_t{sc} * c.size(), st, &in, &sn) && sn == rn;
-    if (nccl_gate(c, int64_t{rcount} * type_size(rt) * c.size(), can))
-      return nccl_settle(
-          c, coll::nccl::alltoall(c.comm(), in, out, rn / static_cast<size_t>(c.size())), rc);
+  // NCCL: grouped sends and receives, derived types packed (nccl_blocks).
+  if (const int64_t all = int64_t{rcount} * type_size(rt) * c.size(); nccl_pre(c, all)) {
+    Blocks b;
+    const std::vector<int> every = every_rank(c.size());
+    b.from_recv = s == MPI_IN_PLACE;
+    b.add_even(true, b.from_recv ? r : s, every, b.from_recv ? rcount : sc, b.from_recv ? rt : st);
+    b.add_even(false, r, every, rcount, rt);
+    if (nccl_blocks(c, b, all, rc)) return true;
   }
   if (staged::alltoall(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {
