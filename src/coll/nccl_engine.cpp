@@ -200,18 +200,37 @@ bool op_of(MPI_Op op, ncclRedOp_t* out) {
   return true;
 }
 
-// Runs `issue` on comm's NCCL communicator and stream, then waits for it.
+// Runs `issue` on comm's NCCL communicator and stream, then waits for it
+// (or, with `later`, records an event after it there).
 template <class Issue>
-Status run(MPI_Comm comm, Issue issue) {
+Status run(MPI_Comm comm, Issue issue, Pending* later = nullptr) {
   State* s = state_of(comm, nullptr);  // made by usable() before
   if (!s->usable) return Status(Err::kUnsupported, "NCCL is not usable on this communicator");
   LOOM_TRY(ready(comm, s));
+  std::shared_ptr<void> event;
+  if (later) {  // made before the work is queued: a failure leaves nothing running
+    cudaEvent_t e = nullptr;
+    LOOM_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "NCCL event"));
+    event.reset(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  }
   LOOM_TRY(issue(*s));
   g_calls.fetch_add(1, std::memory_order_relaxed);
-  return cuda_status(cudaStreamSynchronize(s->stream), "NCCL collective");
+  if (!later) return cuda_status(cudaStreamSynchronize(s->stream), "NCCL collective");
+  LOOM_TRY(
+      cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), s->stream), "NCCL event"));
+  *later = Pending(std::move(event));
+  return Status::ok();
 }
 
 }  // namespace
+
+bool Pending::finished(Status* err) const {
+  if (!event_) return true;
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_.get()));
+  if (e == cudaErrorNotReady) return false;
+  if (e != cudaSuccess && err) *err = cuda_status(e, "NCCL collective");
+  return true;
+}
 
 bool available(std::string* why) {
   if (why) *why = api().why;
@@ -228,24 +247,32 @@ bool reducible(MPI_Datatype t, MPI_Op op) {
   return dtype_of(t, &d) && op_of(op, &o);
 }
 
-Status allreduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t,
-                 MPI_Op op) {
+Status allreduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op,
+                 Pending* later) {
   ncclDataType_t d;
   ncclRedOp_t o;
   if (!dtype_of(t, &d) || !op_of(op, &o)) return Status(Err::kUnsupported, "no NCCL reduction");
-  return run(comm, [&](State& s) {
-    return nccl_status(api().all_reduce(in, out, count, d, o, s.comm, s.stream), "ncclAllReduce");
-  });
+  return run(
+      comm,
+      [&](State& s) {
+        return nccl_status(api().all_reduce(in, out, count, d, o, s.comm, s.stream),
+                           "ncclAllReduce");
+      },
+      later);
 }
 
 Status reduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op,
-              int root) {
+              int root, Pending* later) {
   ncclDataType_t d;
   ncclRedOp_t o;
   if (!dtype_of(t, &d) || !op_of(op, &o)) return Status(Err::kUnsupported, "no NCCL reduction");
-  return run(comm, [&](State& s) {
-    return nccl_status(api().reduce(in, out, count, d, o, root, s.comm, s.stream), "ncclReduce");
-  });
+  return run(
+      comm,
+      [&](State& s) {
+        return nccl_status(api().reduce(in, out, count, d, o, root, s.comm, s.stream),
+                           "ncclReduce");
+      },
+      later);
 }
 
 Status reduce_scatter_block(MPI_Comm comm, const void* in, void* out, size_t count_each,
@@ -259,35 +286,45 @@ Status reduce_scatter_block(MPI_Comm comm, const void* in, void* out, size_t cou
   });
 }
 
-Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root) {
-  return run(comm, [&](State& s) {
-    return nccl_status(api().broadcast(buf, buf, bytes, ncclUint8, root, s.comm, s.stream),
-                       "ncclBroadcast");
-  });
+Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root, Pending* later) {
+  return run(
+      comm,
+      [&](State& s) {
+        return nccl_status(api().broadcast(buf, buf, bytes, ncclUint8, root, s.comm, s.stream),
+                           "ncclBroadcast");
+      },
+      later);
 }
 
-Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each) {
-  return run(comm, [&](State& s) {
-    return nccl_status(api().all_gather(in, out, bytes_each, ncclUint8, s.comm, s.stream),
-                       "ncclAllGather");
-  });
+Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each, Pending* later) {
+  return run(
+      comm,
+      [&](State& s) {
+        return nccl_status(api().all_gather(in, out, bytes_each, ncclUint8, s.comm, s.stream),
+                           "ncclAllGather");
+      },
+      later);
 }
 
-Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs) {
-  return run(comm, [&](State& s) {
-    LOOM_TRY(nccl_status(api().group_start(), "ncclGroupStart"));
-    Status st = Status::ok();
-    for (size_t i = 0; i < sends.size() && st.is_ok(); ++i)
-      st = nccl_status(
-          api().send(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, s.comm, s.stream),
-          "ncclSend");
-    for (size_t i = 0; i < recvs.size() && st.is_ok(); ++i)
-      st = nccl_status(api().recv(const_cast<void*>(recvs[i].buf), recvs[i].bytes, ncclUint8,
-                                  recvs[i].peer, s.comm, s.stream),
-                       "ncclRecv");
-    Status end = nccl_status(api().group_end(), "ncclGroupEnd");
-    return st.is_ok() ? end : st;
-  });
+Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs,
+                Pending* later) {
+  return run(
+      comm,
+      [&](State& s) {
+        LOOM_TRY(nccl_status(api().group_start(), "ncclGroupStart"));
+        Status st = Status::ok();
+        for (size_t i = 0; i < sends.size() && st.is_ok(); ++i)
+          st = nccl_status(
+              api().send(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, s.comm, s.stream),
+              "ncclSend");
+        for (size_t i = 0; i < recvs.size() && st.is_ok(); ++i)
+          st = nccl_status(api().recv(const_cast<void*>(recvs[i].buf), recvs[i].bytes, ncclUint8,
+                                      recvs[i].peer, s.comm, s.stream),
+                           "ncclRecv");
+        Status end = nccl_status(api().group_end(), "ncclGroupEnd");
+        return st.is_ok() ? end : st;
+      },
+      later);
 }
 
 void shutdown() {
@@ -316,22 +353,25 @@ Status none() {
   return Status(Err::kUnsupported, "Loom was built without NCCL");
 }
 }  // namespace
-Status allreduce(MPI_Comm, const void*, void*, size_t, MPI_Datatype, MPI_Op) {
+bool Pending::finished(Status*) const {
+  return true;
+}
+Status allreduce(MPI_Comm, const void*, void*, size_t, MPI_Datatype, MPI_Op, Pending*) {
   return none();
 }
-Status reduce(MPI_Comm, const void*, void*, size_t, MPI_Datatype, MPI_Op, int) {
+Status reduce(MPI_Comm, const void*, void*, size_t, MPI_Datatype, MPI_Op, int, Pending*) {
   return none();
 }
 Status reduce_scatter_block(MPI_Comm, const void*, void*, size_t, MPI_Datatype, MPI_Op) {
   return none();
 }
-Status bcast(MPI_Comm, void*, size_t, int) {
+Status bcast(MPI_Comm, void*, size_t, int, Pending*) {
   return none();
 }
-Status allgather(MPI_Comm, const void*, void*, size_t) {
+Status allgather(MPI_Comm, const void*, void*, size_t, Pending*) {
   return none();
 }
-Status exchange(MPI_Comm, const std::vector<Xfer>&, const std::vector<Xfer>&) {
+Status exchange(MPI_Comm, const std::vector<Xfer>&, const std::vector<Xfer>&, Pending*) {
   return none();
 }
 void shutdown() {}

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,15 +37,31 @@ bool usable(MPI_Comm comm, transport::WaitFn wait = nullptr);
 // NCCL has none (MINLOC, logical and bitwise ops, user ops, short ints...).
 bool reducible(MPI_Datatype t, MPI_Op op);
 
+// A call's NCCL work left running (nonblocking calls): finished() is true
+// once the GPU has run it, with *err set where it failed.
+class Pending {
+ public:
+  Pending() = default;
+  explicit Pending(std::shared_ptr<void> event) : event_(std::move(event)) {}
+  bool finished(Status* err) const;
+
+ private:
+  std::shared_ptr<void> event_;  // a cudaEvent_t recorded after the work
+};
+
 // The operations, on device memory (counts in elements of t for the
-// reductions, in bytes for the rest). in == out is in place.
-Status allreduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op);
+// reductions, in bytes for the rest). in == out is in place. With `later`
+// the call returns once its work is queued on the communicator's stream
+// (*later tells when it is done); without, once it is done.
+Status allreduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op,
+                 Pending* later = nullptr);
 Status reduce(MPI_Comm comm, const void* in, void* out, size_t count, MPI_Datatype t, MPI_Op op,
-              int root);
+              int root, Pending* later = nullptr);
 Status reduce_scatter_block(MPI_Comm comm, const void* in, void* out, size_t count_each,
                             MPI_Datatype t, MPI_Op op);
-Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root);
-Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each);
+Status bcast(MPI_Comm comm, void* buf, size_t bytes, int root, Pending* later = nullptr);
+Status allgather(MPI_Comm comm, const void* in, void* out, size_t bytes_each,
+                 Pending* later = nullptr);
 // One block of a point-to-point exchange: `bytes` of device memory at
 // `buf`, to or from `peer` (a rank of comm, this one included).
 struct Xfer {
@@ -55,7 +72,8 @@ struct Xfer {
 // Every send and receive in one NCCL group (the all-to-alls, gathers and
 // scatters): blocks between two ranks pair in the order each lists them
 // (NCCL keeps a pair's order).
-Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs);
+Status exchange(MPI_Comm comm, const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs,
+                Pending* later = nullptr);
 
 // Calls NCCL ran in this process (tests and LOOM_STATS-like checks).
 uint64_t calls();

@@ -8,6 +8,7 @@
 #include "coll/node_engine.hpp"
 #include "coll/reduce_map.hpp"
 #include "mpi/blocking.hpp"
+#include "mpi/coll_nccl_nb.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/coll_staged.hpp"
 #include "mpi/device_message.hpp"
@@ -797,6 +798,7 @@ bool bcast(Call& c, void* buf, int count, MPI_Datatype t, int root, int* rc) {
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;  // the MPI raises MPI_ERR_ROOT
   if (c.request()) {                               // the root sends to each rank
+    if (nccl_nb::bcast(c, buf, count, t, root, rc)) return true;
     if (!schedule_gate(c, int64_t{count} * type_size(t))) return false;
     Blocks b;
     if (c.rank() == root)
@@ -838,6 +840,7 @@ const void* input_of(const void* s, const void* r) {
 bool allreduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op op, int* rc) {
   coll::NodeEnv env;
   if (c.request()) {  // every rank folds every input
+    if (nccl_nb::reduction(c, s, r, count, t, op, -1, rc)) return true;
     if (count < 0) return false;
     FoldPlan f;
     f.in = input_of(s, r);
@@ -870,6 +873,7 @@ bool reduce(Call& c, const void* s, void* r, int count, MPI_Datatype t, MPI_Op o
   coll::NodeEnv env;
   if (root < 0 || root >= c.size()) return false;
   if (c.request()) {  // the root folds every input
+    if (nccl_nb::reduction(c, s, r, count, t, op, root, rc)) return true;
     if (count < 0) return false;
     FoldPlan f;
     f.in = c.rank() == root ? input_of(s, r) : s;
@@ -1013,6 +1017,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
   }
   if (staged::allgather(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {
+    if (nccl_nb::allgather(c, s, sc, st, r, rcount, rt, rc)) return true;
     if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
     const bool inpl = s == MPI_IN_PLACE;
@@ -1049,6 +1054,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
   }
   if (staged::alltoall(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {
+    if (nccl_nb::alltoall(c, s, sc, st, r, rcount, rt, rc)) return true;
     if (!schedule_gate(c, int64_t{rcount} * type_size(rt) * c.size())) return false;
     Blocks b;
     const std::vector<int> all = every_rank(c.size());

@@ -75,6 +75,7 @@ bool as_bytes(const SchedMsg& m, size_t* bytes) {
 
 // Tests l's messages; finishes it once all completed. True when done.
 bool advance(Live& l) {
+  if (l.s->done && !l.s->done()) return false;  // its GPU work first
   int flag = 0;
   int rc = l.reqs.empty() ? (flag = 1, MPI_SUCCESS)
                           : MPI_Testall(static_cast<int>(l.reqs.size()), l.reqs.data(), &flag,
@@ -293,6 +294,7 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
     l->reqs.push_back(r);
   }
   g_posting = false;
+  if (rc == MPI_SUCCESS && l->s->launch) rc = l->s->launch();
   if (rc != MPI_SUCCESS) {
     // The call fails; the messages posted still complete (peers take part).
     MPI_Waitall(static_cast<int>(l->reqs.size()), l->reqs.data(), MPI_STATUSES_IGNORE);

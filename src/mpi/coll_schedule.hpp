@@ -41,6 +41,13 @@ struct Schedule {
   std::vector<SchedMsg> recvs, sends;
   // After every message has completed (a reduction's fold): an MPI error code.
   std::function<int()> finish;
+  // GPU work the schedule runs too (NCCL's, on a communicator where every
+  // rank has a GPU of its own): `launch` queues it when the schedule starts
+  // (not when a persistent _init only asks), an MPI error code; `done`
+  // says when it has run. Its peers' work is queued by their own calls, so
+  // it completes with no completion call of theirs.
+  std::function<int()> launch;
+  std::function<bool()> done;
   // Memory that must live until then (copies of in-place inputs, received
   // inputs of a fold).
   std::vector<transport::Staged> scratch;

@@ -55,6 +55,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
+  coll_nccl_nonblocking = knobs().coll_nccl_nonblocking == "1";
   coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
   coll_pipeline_min = std::atoll(knobs().coll_pipeline_min.c_str());
   coll_pipeline_chunk = std::max<int64_t>(std::atoll(knobs().coll_pipeline_chunk.c_str()), 1);

@@ -68,6 +68,7 @@ class Runtime {
   std::atomic<CollMethod> coll_method{CollMethod::kAuto};
   int64_t coll_node_min = 32768;
   int64_t coll_schedule_min = 262144;     // nonblocking collectives' schedules, in auto
+  bool coll_nccl_nonblocking = false;     // LOOM_COLL_NCCL_NONBLOCKING
   int64_t coll_lend_min = 4194304;        // LOOM_COLL_LEND_MIN; -1: never
   int64_t coll_pipeline_min = 1048576;    // pipelined staged collectives, in auto
   int64_t coll_pipeline_chunk = 1048576;  // their chunk
