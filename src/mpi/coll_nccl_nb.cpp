@@ -37,6 +37,13 @@ bool gate(const Call& c, int64_t bytes) {
   return coll::nccl::usable(c.comm(), collective_wait());
 }
 
+// gate() for a call in which each rank receives `rcount` elements of rt
+// from every rank; *size: rt's size.
+bool gate_blocks(const Call& c, int rcount, MPI_Datatype rt, int* size) {
+  return rcount > 0 && rt != MPI_DATATYPE_NULL && PMPI_Type_size(rt, size) == MPI_SUCCESS &&
+         gate(c, int64_t{rcount} * *size * c.size());
+}
+
 // One buffer of the call as one run of device bytes (`at`): as it lies, or
 // device scratch that fill() loads from the user's buffer when the call is
 // launched and drain() unloads into it when it completes. A rank takes
@@ -224,9 +231,7 @@ bool allgather(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rco
                MPI_Datatype rt, int* rc) {
   int size = 0;
   const int n = c.size();
-  if (rcount <= 0 || rt == MPI_DATATYPE_NULL || PMPI_Type_size(rt, &size) != MPI_SUCCESS ||
-      !gate(c, int64_t{rcount} * size * n))
-    return false;
+  if (!gate_blocks(c, rcount, rt, &size)) return false;
   const bool in_place = s == MPI_IN_PLACE;
   Side in, out;
   size_t scratch = 0;
@@ -256,9 +261,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
               int* rc) {
   int size = 0;
   const int n = c.size();
-  if (rcount <= 0 || rt == MPI_DATATYPE_NULL || PMPI_Type_size(rt, &size) != MPI_SUCCESS ||
-      !gate(c, int64_t{rcount} * size * n))
-    return false;
+  if (!gate_blocks(c, rcount, rt, &size)) return false;
   const bool in_place = s == MPI_IN_PLACE;
   Side in, out;
   size_t scratch = 0;

@@ -2987,6 +2987,24 @@ TEST_F(Coll, InterCommunicator) {
 
 // Larger messages: blocks of tens of KiB to a MiB, through every collective
 // family (the node-local engine takes messages of this size).
+// How the pipelined staging tests find Loom set up: every call staged
+// (LOOM_COLL_METHOD=staged), or auto with every rank counted as on a node
+// of its own from any size.
+struct StagingMode {
+  bool forced = false, off_node = false;
+};
+StagingMode staging_mode() {
+  auto env_is = [](const char* name, const char* want) {
+    const char* v = std::getenv(name);
+    return v && std::string(v) == want;
+  };
+  StagingMode m;
+  m.forced = backend().device_path() && env_is("LOOM_COLL_METHOD", "staged");
+  m.off_node = backend().device_path() && env_is("LOOM_TEST_OFF_NODE", "1") &&
+               env_is("LOOM_COLL_PIPELINE_MIN", "0");
+  return m;
+}
+
 // Blocking calls staged through host memory in pipelined chunks: with
 // LOOM_COLL_METHOD=staged each of the five runs there, whatever mix of host
 // and device buffers the ranks pass, in place too, with element counts that
@@ -2995,13 +3013,8 @@ TEST_F(Coll, InterCommunicator) {
 // (Bcast, Alltoall, Gather and Scatter of a vector).
 TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
   const int P = x_.size, me = x_.rank;
-  auto env_is = [](const char* name, const char* want) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == want;
-  };
-  const bool forced = backend().device_path() && env_is("LOOM_COLL_METHOD", "staged");
-  const bool off_node = backend().device_path() && env_is("LOOM_TEST_OFF_NODE", "1") &&
-                        env_is("LOOM_COLL_PIPELINE_MIN", "0");
+  const StagingMode mode = staging_mode();
+  const bool forced = mode.forced, off_node = mode.off_node;
   Backend& be = backend();
   auto value = [](int rank, size_t i, int round) {
     return rank * 100003 + static_cast<int>(i) * 7 + round;
@@ -3176,13 +3189,8 @@ TEST_F(Coll, PipelinedStagingCarriesTheBlockingCalls) {
 // their values. The neighbour forms run staged in the CollNeighbor suite.
 TEST_F(Coll, PipelinedStagingCarriesTheVForms) {
   const int P = x_.size, me = x_.rank;
-  auto env_is = [](const char* name, const char* want) {
-    const char* v = std::getenv(name);
-    return v && std::string(v) == want;
-  };
-  const bool forced = backend().device_path() && env_is("LOOM_COLL_METHOD", "staged");
-  const bool off_node = backend().device_path() && env_is("LOOM_TEST_OFF_NODE", "1") &&
-                        env_is("LOOM_COLL_PIPELINE_MIN", "0");
+  const StagingMode mode = staging_mode();
+  const bool forced = mode.forced, off_node = mode.off_node;
   Backend& be = backend();
   const auto uP = static_cast<size_t>(P);
   auto value = [](int rank, size_t i, int round) {
