@@ -216,8 +216,12 @@ Status run(MPI_Comm comm, Issue issue, Pending* later = nullptr) {
   LOOM_TRY(issue(*s));
   g_calls.fetch_add(1, std::memory_order_relaxed);
   if (!later) return cuda_status(cudaStreamSynchronize(s->stream), "NCCL collective");
-  LOOM_TRY(
-      cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), s->stream), "NCCL event"));
+  Status rec =
+      cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), s->stream), "NCCL event");
+  if (!rec.is_ok()) {  // the work is queued: its buffers must outlive it
+    cudaStreamSynchronize(s->stream);
+    return rec;
+  }
   *later = Pending(std::move(event));
   return Status::ok();
 }
@@ -239,6 +243,12 @@ bool available(std::string* why) {
 
 bool usable(MPI_Comm comm, transport::WaitFn wait) {
   return state_of(comm, wait)->usable;
+}
+
+Status prepare(MPI_Comm comm) {
+  State* s = state_of(comm, nullptr);
+  if (!s->usable) return Status(Err::kUnsupported, "NCCL is not usable on this communicator");
+  return ready(comm, s);
 }
 
 bool reducible(MPI_Datatype t, MPI_Op op) {
@@ -344,6 +354,9 @@ bool available(std::string* why) {
 }
 bool usable(MPI_Comm, transport::WaitFn) {
   return false;
+}
+Status prepare(MPI_Comm) {
+  return Status(Err::kUnsupported, "Loom was built without NCCL");
 }
 bool reducible(MPI_Datatype, MPI_Op) {
   return false;

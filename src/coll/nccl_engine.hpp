@@ -33,6 +33,11 @@ bool available(std::string* why);
 // (transport/mpi_wait.hpp).
 bool usable(MPI_Comm comm, transport::WaitFn wait = nullptr);
 
+// Makes comm's NCCL communicator now, if it is not made yet (collective
+// over comm on that first call; usable(comm) must be true): a nonblocking
+// call makes it where its first-use set-up already synchronises the ranks.
+Status prepare(MPI_Comm comm);
+
 // The NCCL element type and op for a reduction of t with op; false when
 // NCCL has none (MINLOC, logical and bitwise ops, user ops, short ints...).
 bool reducible(MPI_Datatype t, MPI_Op op);

@@ -317,11 +317,21 @@ std::vector<SchedMsg> arrival_order(Blocks& b) {
 // A blocking call's blocks through NCCL, where every rank has a GPU of its
 // own (`bytes`: as nccl_pre): contiguous blocks go from and into the
 // user's buffers as they lie, the others (and in place every send) are
-// packed into device scratch first and unpacked after. False: the other
+// packed into device scratch first and unpacked after. In auto, on a node
+// where the node engine runs, only with `on_node_too`. False: the other
 // engines (every rank alike).
-bool nccl_blocks(Call& c, Blocks& b, int64_t bytes, int* rc) {
-  if (b.nccl_voted || b.pairing == Pairing::kUnknown || !nccl_pre(c, bytes)) return false;
+bool nccl_blocks(Call& c, Blocks& b, int64_t bytes, int* rc, bool on_node_too = false) {
+  if (b.nccl_voted || b.pairing == Pairing::kUnknown) return false;
+  b.nccl_voted = bytes >= 0;  // a known size that fails the gate is not asked again
+  if (!nccl_pre(c, bytes)) return false;
   b.nccl_voted = true;
+  // In auto, on a node where the node engine runs, only Alltoall (NCCL's
+  // since before): the rest stays with the node engine there, with no
+  // second vote.
+  Runtime* rt = runtime();
+  if (!on_node_too && mode() == Mode::kAuto && rt->rv && rt->rv->lends() &&
+      rt->rv->all_on_node(c.comm()))
+    return false;
   transport::Mover* mv = runtime()->mover(transport::Method::kDevice);
   std::vector<coll::Block> in(b.in.begin(), b.in.end());
   std::stable_sort(in.begin(), in.end(), [](const coll::Block& x, const coll::Block& y) {
@@ -1050,7 +1060,7 @@ bool alltoall(Call& c, const void* s, int sc, MPI_Datatype st, void* r, int rcou
     b.from_recv = s == MPI_IN_PLACE;
     b.add_even(true, b.from_recv ? r : s, every, b.from_recv ? rcount : sc, b.from_recv ? rt : st);
     b.add_even(false, r, every, rcount, rt);
-    if (nccl_blocks(c, b, all, rc)) return true;
+    if (nccl_blocks(c, b, all, rc, true)) return true;
   }
   if (staged::alltoall(c, s, sc, st, r, rcount, rt, rc)) return true;
   if (c.request()) {

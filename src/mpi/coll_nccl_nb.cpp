@@ -34,7 +34,12 @@ bool gate(const Call& c, int64_t bytes) {
   } else if (m != Mode::kNccl) {
     return false;
   }
-  return coll::nccl::usable(c.comm(), collective_wait());
+  if (!coll::nccl::usable(c.comm(), collective_wait())) return false;
+  // Made here, with the first-use set-up that already synchronises the
+  // ranks, not at a later MPI_Start (a local call).
+  Status st = coll::nccl::prepare(c.comm());
+  if (!st.is_ok()) LOOM_WARN(kMpi, "%s: NCCL: %s", c.fn(), st.message().c_str());
+  return true;  // alike: a rank whose set-up failed reports it at launch
 }
 
 // gate() for a call in which each rank receives `rcount` elements of rt
@@ -63,7 +68,12 @@ struct Side {
   transport::Message msg;
   size_t off = 0;  // not direct: where in the scratch
 
+  // A device buffer of a type Loom cannot read: the rank still takes part
+  // (its peers' work waits for its own), on scratch, and raises this.
+  Status bad;
+
   Status fill(transport::Mover& mv, MPI_Comm comm) const {
+    if (!bad.is_ok()) return bad;
     if (direct || bytes == 0) return Status::ok();
     if (device) return mv.pack_to(msg, user, at);
     std::vector<char> host(bytes);
@@ -75,6 +85,7 @@ struct Side {
     return mv.copy_from_host(at, host.data(), bytes);
   }
   Status drain(transport::Mover& mv, MPI_Comm comm) const {
+    if (!bad.is_ok()) return bad;
     if (direct || bytes == 0) return Status::ok();
     if (device) return mv.unpack_from(msg, at, bytes, user);
     std::vector<char> host(bytes);
@@ -88,9 +99,10 @@ struct Side {
 };
 
 // Describes `count` elements of t at buf; `copy`: never direct (the
-// call's receives overwrite the memory it is read from). False where this
-// rank cannot describe it: such calls never reach NCCL (checked on what
-// is alike where possible; see make()).
+// call's receives overwrite the memory it is read from). False only for
+// bad arguments (the MPI's own call raises them; alike where MPI's rules
+// make the sizes alike); a device buffer Loom cannot read still takes
+// part, on scratch, and fails (Side::bad).
 bool side(const void* buf, int64_t count, MPI_Datatype t, bool copy, Side* s, size_t* scratch) {
   int size = 0;
   if (count < 0 || count > INT_MAX || t == MPI_DATATYPE_NULL ||
@@ -106,8 +118,12 @@ bool side(const void* buf, int64_t count, MPI_Datatype t, bool copy, Side* s, si
   if (s->device) {
     auto e = runtime()->types.lookup(t);
     if (!e || !fill_message(*e.value(), s->count, &s->msg) ||
-        s->msg.bytes != static_cast<int64_t>(s->bytes))
-      return false;
+        s->msg.bytes != static_cast<int64_t>(s->bytes)) {
+      s->bad = Status(Err::kUnsupported, "a device buffer of a datatype Loom cannot read");
+      s->off = *scratch;
+      *scratch += s->bytes;
+      return true;
+    }
     s->entry = e.value();
     int64_t base = 0;
     if (!copy && transport::contiguous_at(s->msg, &base)) {
@@ -148,6 +164,8 @@ bool run(Call& c, std::vector<Side*> fills, std::vector<Side*> drains, size_t sc
   std::vector<Side> in, out;
   for (Side* d : fills) in.push_back(*d);
   for (Side* d : drains) out.push_back(*d);
+  for (const auto* list : {&in, &out})
+    for (const Side& d : *list) s->types.push_back(d.type);
   auto pend = std::make_shared<coll::nccl::Pending>();
   auto err = std::make_shared<Status>();
   const MPI_Comm comm = c.comm();

@@ -261,10 +261,12 @@ int start_schedule(MPI_Comm comm, std::shared_ptr<Schedule> s, MPI_Request* req)
     return raise(comm, rc, "no private communicator for a nonblocking collective");
   g_reached = true;
   if (g_how == Posting::kTry) {  // the twin is made; nothing posted
+    std::vector<MPI_Datatype> types = s->types;
     for (const auto* list : {&s->recvs, &s->sends})
-      for (const SchedMsg& m : *list)
-        if (std::find(g_tried_types.begin(), g_tried_types.end(), m.type) == g_tried_types.end())
-          g_tried_types.push_back(m.type);
+      for (const SchedMsg& m : *list) types.push_back(m.type);
+    for (MPI_Datatype t : types)
+      if (std::find(g_tried_types.begin(), g_tried_types.end(), t) == g_tried_types.end())
+        g_tried_types.push_back(t);
     return MPI_SUCCESS;
   }
   LOOM_DEBUG(kMpi, "a collective's schedule: %zu receives and %zu sends%s", s->recvs.size(),

@@ -48,6 +48,9 @@ struct Schedule {
   // it completes with no completion call of theirs.
   std::function<int()> launch;
   std::function<bool()> done;
+  // The datatypes `launch` and `finish` use (a persistent collective keeps
+  // them from its _init on, as it does its messages' types).
+  std::vector<MPI_Datatype> types;
   // Memory that must live until then (copies of in-place inputs, received
   // inputs of a fold).
   std::vector<transport::Staged> scratch;
