@@ -44,6 +44,7 @@ struct State {
   bool usable = false;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaEvent_t after = nullptr;  // the legacy stream's point at a call (see order())
   int rank = 0, size = 0;
   void destroy() {
     if (comm) {
@@ -54,6 +55,10 @@ struct State {
     if (stream) {
       cudaStreamDestroy(stream);
       stream = nullptr;
+    }
+    if (after) {
+      cudaEventDestroy(after);
+      after = nullptr;
     }
   }
 };
@@ -156,7 +161,13 @@ Status ready(MPI_Comm comm, State* s) {
   PMPI_Bcast(&ok, 1, MPI_INT, 0, comm);
   if (!ok) return Status(Err::kCuda, "ncclGetUniqueId failed");
   PMPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
-  LOOM_TRY(cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamDefault), "NCCL stream"));
+  // A non-blocking stream: NCCL's kernel waits for the peers, and a blocking
+  // stream would hold this rank's later legacy-stream work (a cudaMemcpy)
+  // behind it, which a peer's call may be waiting for. order() puts each
+  // call after the legacy stream's earlier work instead.
+  LOOM_TRY(
+      cuda_status(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "NCCL stream"));
+  LOOM_TRY(cuda_status(cudaEventCreateWithFlags(&s->after, cudaEventDisableTiming), "NCCL event"));
   LOOM_TRY(nccl_status(api().comm_init_rank(&s->comm, s->size, id, s->rank), "ncclCommInitRank"));
   std::lock_guard<std::mutex> lk(g_mu);
   g_open.insert(s);
@@ -200,6 +211,14 @@ bool op_of(MPI_Op op, ncclRedOp_t* out) {
   return true;
 }
 
+// NCCL's work starts after what the legacy default stream holds (a kernel
+// that filled a buffer, a pageable cudaMemcpy's DMA), and, as the legacy
+// stream waits for every blocking stream, after Loom's own movers' work.
+Status order(const State& s) {
+  LOOM_TRY(cuda_status(cudaEventRecord(s.after, cudaStreamLegacy), "NCCL ordering event"));
+  return cuda_status(cudaStreamWaitEvent(s.stream, s.after, 0), "NCCL ordering wait");
+}
+
 // Runs `issue` on comm's NCCL communicator and stream, then waits for it
 // (or, with `later`, records an event after it there).
 template <class Issue>
@@ -213,6 +232,7 @@ Status run(MPI_Comm comm, Issue issue, Pending* later = nullptr) {
     LOOM_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "NCCL event"));
     event.reset(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
   }
+  LOOM_TRY(order(*s));
   LOOM_TRY(issue(*s));
   g_calls.fetch_add(1, std::memory_order_relaxed);
   if (!later) return cuda_status(cudaStreamSynchronize(s->stream), "NCCL collective");

@@ -1,4 +1,4 @@
-// Nonblocking collectives on NCCL (opt-in: LOOM_COLL_NCCL_NONBLOCKING=1),
+// Nonblocking collectives on NCCL (on by default; LOOM_COLL_NCCL_NONBLOCKING=0 off),
 // for communicators where every rank has a GPU of its own and the schedules
 // of Loom's messages cannot run (ranks on several nodes, or no CUDA IPC; or
 // LOOM_COLL_METHOD=nccl): the call queues

@@ -12,6 +12,7 @@
 #include "mpi/device_message.hpp"
 #include "mpi/runtime.hpp"
 #include "transport/message_wire.hpp"
+#include "transport/shared_page.hpp"
 #include "type/wire.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
@@ -182,8 +183,8 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   const long long tag_ub = found && ub ? *static_cast<int*>(ub) : 32767;
   if (all[0] && all[2] && tag_ub - kZeroTag0 >= (1 << 20))
     rv->zc_tags_ = static_cast<int>(tag_ub - kZeroTag0);
-  if (Status sl = rv->mem_ ? rv->make_slabs() : Status::ok(); !sl)
-    LOOM_WARN(kTransport, "slabs: %s", sl.message().c_str());
+  rv->slabs_on_ = rv->mem_ != nullptr;
+  rv->peer_slabs_.resize(static_cast<size_t>(size));
   PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_ranks, &rv->keyval_, nullptr);
   if (rv->mem_)
     LOOM_INFO(kTransport, "device method on: %s between processes of a node", rv->mem_->name());
@@ -332,12 +333,12 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
   std::optional<size_t> slab_at;
   Result<transport::Segment> seg = transport::Segment{};
   if (small) {
-    if (by_channel || !slab_ || m.bytes < kSmallHeaderBytes)
-      return Status(Err::kUnsupported, "no slab for a message under a header's size");
-    slab_at = slab_->take(static_cast<size_t>(m.bytes));
+    transport::Arena* sl = by_channel || m.bytes < kSmallHeaderBytes ? nullptr : own_slab();
+    if (!sl) return Status(Err::kUnsupported, "no slab for a message under a header's size");
+    slab_at = sl->take(static_cast<size_t>(m.bytes));
     if (!slab_at) {  // acks not yet asked for may return blocks
       poll_acks(/*throttled=*/false);
-      slab_at = slab_->take(static_cast<size_t>(m.bytes));
+      slab_at = sl->take(static_cast<size_t>(m.bytes));
     }
     if (!slab_at) return Status(Err::kNoMemory, "the slab is full");
   } else {
@@ -383,7 +384,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   if (!s) {  // nothing was enqueued after the failure; the word is never written
     if (small)
-      slab_->give(*slab_at, static_cast<size_t>(m.bytes));
+      slab()->give(*slab_at, static_cast<size_t>(m.bytes));
     else
       mem_->release(seg.value());
     return s;
@@ -429,31 +430,69 @@ Header Rendezvous::new_header(int32_t kind, uint64_t seq, uint64_t bytes) const 
   return h;
 }
 
-Status Rendezvous::make_slabs() {
+namespace {
+// The page a process publishes its slab's handle in.
+struct SlabPage {
+  std::atomic<uint32_t> ready;  // 1 once handle is written
+  uint32_t pad;
+  transport::PeerHandle handle;
+};
+}  // namespace
+
+transport::Arena* Rendezvous::own_slab() {
+  if (transport::Arena* a = slab()) return a;
+  std::lock_guard<std::mutex> lk(slab_mu_);
+  if (slab_ || slab_failed_ || !slabs_on_) return slab_.get();
+  slab_failed_ = true;  // until it is made
   // Room for thousands of small messages in flight (blocks of
   // Arena::kAlign); the host test mode's shared memory is kept small.
   const size_t size = host_mode_ ? size_t{256} << 10 : size_t{2} << 20;
   auto seg = mem_->acquire(size);
-  int ok = seg ? 1 : 0, all_ok = 0;
-  PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all_ok) {
-    if (seg) mem_->release(seg.value());
-    LOOM_INFO(kTransport, "no slabs: device messages under %d bytes are staged", kHeaderBytes);
-    return Status::ok();
+  if (!seg) {
+    LOOM_INFO(kTransport, "no slab (%s): device messages under %d bytes are staged",
+              seg.status().message().c_str(), kHeaderBytes);
+    return nullptr;
   }
+  const std::string name = transport::shared_page_name(nonce_, world_rank_, "slab");
+  auto page = transport::shared_page_create(name, sizeof(SlabPage));
+  if (!page) {
+    mem_->release(seg.value());
+    LOOM_INFO(kTransport, "no slab (%s): device messages under %d bytes are staged",
+              page.status().message().c_str(), kHeaderBytes);
+    return nullptr;
+  }
+  auto* sp = static_cast<SlabPage*>(page.value());
+  sp->handle = seg->handle;
+  sp->ready.store(1, std::memory_order_release);  // before any SmallHeader goes out
   slab_seg_ = seg.value();
-  int n = 0;
-  PMPI_Comm_size(MPI_COMM_WORLD, &n);
-  peer_slabs_.resize(static_cast<size_t>(n));
-  if (PMPI_Allgather(&slab_seg_.handle, sizeof(transport::PeerHandle), MPI_BYTE, peer_slabs_.data(),
-                     sizeof(transport::PeerHandle), MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
-    return Status(Err::kMpi, "exchanging slabs");  // every rank fails alike
+  slab_page_ = name;
   slab_ = std::make_unique<transport::Arena>(slab_seg_.size);
-  return Status::ok();
+  slab_failed_ = false;
+  slab_live_.store(slab_.get(), std::memory_order_release);
+  return slab_.get();
+}
+
+bool Rendezvous::peer_slab(int rank, transport::PeerHandle* out) const {
+  std::lock_guard<std::mutex> lk(peer_slabs_mu_);
+  if (rank < 0 || static_cast<size_t>(rank) >= peer_slabs_.size()) return false;
+  transport::PeerHandle& h = peer_slabs_[static_cast<size_t>(rank)];
+  if (h.size == 0) {  // its sender published it before its first SmallHeader
+    auto p = transport::shared_page_map(transport::shared_page_name(nonce_, rank, "slab"),
+                                        sizeof(SlabPage), false);
+    const auto* sp = p ? static_cast<const SlabPage*>(p.value()) : nullptr;
+    if (!sp || sp->ready.load(std::memory_order_acquire) != 1) {
+      LOOM_LOG(kError, kTransport, "a small message's header from rank %d, whose slab is unknown",
+               rank);
+      return false;
+    }
+    h = sp->handle;
+  }
+  *out = h;
+  return true;
 }
 
 int Rendezvous::seal(const Header& h, Header* wire) const {
-  if (h.kind != kSegment || h.bytes >= static_cast<uint64_t>(kHeaderBytes) || !slab_) {
+  if (h.kind != kSegment || h.bytes >= static_cast<uint64_t>(kHeaderBytes) || !slab()) {
     *wire = h;
     return kHeaderBytes;
   }
@@ -549,7 +588,7 @@ bool Rendezvous::release_arena_block(uint64_t seq) {
     n_lent_.fetch_sub(1, std::memory_order_release);
     return true;
   };
-  return give(slab_lent_, slab_.get()) || give(arena_lent_, arena());
+  return give(slab_lent_, slab()) || give(arena_lent_, arena());
 }
 
 void* Rendezvous::arena_take(size_t bytes) {
@@ -836,10 +875,10 @@ bool Rendezvous::is_header(const void* p, size_t n, Header* out) const {
     SmallHeader sh;
     std::memcpy(&sh, p, sizeof sh);
     if (sh.magic != kSmallMagic || sh.nonce != nonce_ || sh.check != small_checksum(sh) ||
-        sh.bytes != n || sh.sender < 0 || static_cast<size_t>(sh.sender) >= peer_slabs_.size())
+        sh.bytes != n)
       return false;
-    const transport::PeerHandle& slab = peer_slabs_[static_cast<size_t>(sh.sender)];
-    if (uint64_t{sh.offset} + sh.bytes > slab.size) return false;
+    transport::PeerHandle slab;
+    if (!peer_slab(sh.sender, &slab) || uint64_t{sh.offset} + sh.bytes > slab.size) return false;
     *out = Header{};
     out->magic = kMagic;
     out->nonce = sh.nonce;
@@ -1043,7 +1082,7 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   Header h;
   if (!p) return;
   SmallHeader sh;  // its first 24 bytes name the sender and the sequence number
-  if (slab_ && n >= offsetof(SmallHeader, offset)) {
+  if (slabs_on_ && n >= offsetof(SmallHeader, offset)) {
     std::memcpy(static_cast<void*>(&sh), p, offsetof(SmallHeader, offset));
     if (sh.magic == kSmallMagic && sh.nonce == nonce_ && sh.sender >= 0 &&
         static_cast<size_t>(sh.sender) < node_of_.size() && sh.sender != world_rank_) {
@@ -1162,6 +1201,7 @@ void Rendezvous::shutdown() {
     arena_lent_.clear();
     for (auto& [seq, block] : slab_lent_) wait_packed(seq);  // as lent_'s
     slab_lent_.clear();
+    slab_live_.store(nullptr, std::memory_order_release);
     if (slab_ && mem_) mem_->release(slab_seg_);
     slab_.reset();
     arena_live_.store(nullptr, std::memory_order_release);
@@ -1186,6 +1226,7 @@ void Rendezvous::shutdown() {
   PMPI_Barrier(ctrl_);  // nobody maps our segments any more
   if (mem_) mem_->free_all();
   if (flags_) flags_->unlink();
+  if (!slab_page_.empty()) transport::shared_page_unlink(slab_page_);
   for (;;) {  // acks still in flight
     int flag = 0;
     MPI_Status st;
@@ -1200,8 +1241,9 @@ void Rendezvous::shutdown() {
 size_t Rendezvous::bytes_lent() const {
   if (!mem_) return 0;
   // The slab is held for good: only its blocks lent count.
-  const size_t slab = slab_ ? slab_seg_.size : 0;
-  const size_t blocks = slab_ ? slab_->size() - slab_->free_bytes() : 0;
+  const transport::Arena* sl = slab();
+  const size_t slab = sl ? slab_seg_.size : 0;
+  const size_t blocks = sl ? sl->size() - sl->free_bytes() : 0;
   return mem_->bytes_in_use() - std::min(slab, mem_->bytes_in_use()) + blocks;
 }
 

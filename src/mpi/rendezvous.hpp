@@ -176,12 +176,12 @@ class Rendezvous {
   void* arena_take(size_t bytes);
   void arena_give(void* p, size_t bytes);
   // The smallest message the device method carries: under kHeaderBytes
-  // with a SmallHeader where every process has a slab.
-  int64_t device_min() const { return slab_ ? kSmallHeaderBytes : kHeaderBytes; }
+  // with a SmallHeader where processes have slabs.
+  int64_t device_min() const { return slabs_on_ ? kSmallHeaderBytes : kHeaderBytes; }
   // A received message of n bytes may be a header (is_header decides).
   bool may_be_header(size_t n) const {
     return n == static_cast<size_t>(kHeaderBytes) ||
-           (slab_ && n >= static_cast<size_t>(kSmallHeaderBytes) && n < kHeaderBytes);
+           (slabs_on_ && n >= static_cast<size_t>(kSmallHeaderBytes) && n < kHeaderBytes);
   }
   // What goes on the wire for h (lend's, or a kChunks one): h itself, or for
   // a message under kHeaderBytes in the slab its SmallHeader, written into
@@ -339,13 +339,26 @@ class Rendezvous {
   std::unordered_map<uint64_t, std::pair<size_t, size_t>>
       arena_lent_;                         // seq -> (offset, bytes), under mu_
   bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's or the slab's
-  // Messages under kHeaderBytes: this process's slab (made at create, all
-  // or none) and every process's handle of its own (by world rank).
+  // Messages under kHeaderBytes: this process's slab, made at its first
+  // such message on the device current then (ranks often choose their GPU
+  // after MPI_Init; a slab made at MPI_Init would lie on device 0, where
+  // another device's pack kernel cannot write), its handle published in a
+  // shared page (slab_page_) that peers read at their first SmallHeader
+  // from it. Every process has the device method or none does, so every
+  // receiver knows small messages may be headers (slabs_on_).
+  bool slabs_on_ = false;
   transport::Segment slab_seg_;
-  std::unique_ptr<transport::Arena> slab_;
-  std::vector<transport::PeerHandle> peer_slabs_;
+  std::unique_ptr<transport::Arena> slab_;             // made once, under slab_mu_
+  std::atomic<transport::Arena*> slab_live_{nullptr};  // slab_, published to other threads
+  bool slab_failed_ = false;                           // under slab_mu_
+  std::string slab_page_;                              // its name, once made
+  std::mutex slab_mu_;
+  transport::Arena* slab() const { return slab_live_.load(std::memory_order_acquire); }
+  transport::Arena* own_slab();  // made on first use; null: none
+  mutable std::mutex peer_slabs_mu_;
+  mutable std::vector<transport::PeerHandle> peer_slabs_;  // by world rank; size 0: not read yet
+  bool peer_slab(int rank, transport::PeerHandle* out) const;
   std::unordered_map<uint64_t, std::pair<size_t, size_t>> slab_lent_;  // like arena_lent_
-  Status make_slabs();
   // Fills hdr for a zero-copy message: `span` bytes at `data` lent, holding
   // `packed` bytes in layout `layout` (0: contiguous), and posts the ack's receive.
   Status lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout, int to,

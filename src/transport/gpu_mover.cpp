@@ -250,6 +250,7 @@ class GpuMover final : public Mover {
   // a mapped word (or memory operations) it waits for the pack instead.
   Status pack_signal(const Message& m, const void* user, void* dst, uint32_t* word,
                      uint32_t value) override {
+    on_device();  // Loom's flushing thread, too
     char* w = reinterpret_cast<char*>(word);
     if (!words_dev_ || w < words_host_ || w >= words_host_ + words_bytes_)
       return Mover::pack_signal(m, user, dst, word, value);
@@ -271,6 +272,8 @@ class GpuMover final : public Mover {
   }
 
   Status pack_signal_many(const std::vector<PackSignal>& jobs) override {
+    // Before the layouts: a layout's tables go to the current device's memory.
+    on_device();
     std::vector<pack::GpuJob> kernels;
     std::vector<std::shared_ptr<const pack::GpuLayout>> layouts;  // alive while planned
     std::vector<uint32_t*> words;
@@ -288,7 +291,6 @@ class GpuMover final : public Mover {
       words.push_back(reinterpret_cast<uint32_t*>(words_dev_ + (w - words_host_)));
       values.push_back(j.value);
     }
-    if (device_ >= 0) cudaSetDevice(device_);  // Loom's flushing thread, too
     LOOM_TRY(pack::gpu_run_many(kernels.data(), kernels.size(), stream_));
     return pack::gpu_signal_many(words.data(), values.data(), words.size(), stream_);
   }
@@ -581,6 +583,16 @@ class GpuMover final : public Mover {
   }
 
   // GPU layouts (kernel choice, device block tables) per (form, count, extent).
+  // Loom's own threads (the rendezvous' flusher) start on device 0: a rank
+  // that chose another after MPI_Init would launch there, into a stream and
+  // tables of the wrong device, and its receivers would wait forever.
+  void on_device() const {
+    int cur = -1;
+    if (device_ >= 0 && (cudaGetDevice(&cur) != cudaSuccess || cur != device_) &&
+        cudaSetDevice(device_) != cudaSuccess)
+      cudaGetLastError();
+  }
+
   Result<std::shared_ptr<const pack::GpuLayout>> gpu_layout(const Message& m) {
     std::lock_guard<std::mutex> lk(mu_);
     auto key = std::make_tuple(m.form.get(), m.count, m.extent);

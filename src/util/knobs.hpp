@@ -25,10 +25,10 @@ namespace loom {
     "auto: smallest collective (bytes each rank receives) for the node-local engine")           \
   X(coll_schedule_min, "LOOM_COLL_SCHEDULE_MIN", "262144",                                      \
     "auto: smallest nonblocking collective (bytes each rank receives) run as a schedule")       \
-  X(coll_nccl_nonblocking, "LOOM_COLL_NCCL_NONBLOCKING", "0",                                   \
+  X(coll_nccl_nonblocking, "LOOM_COLL_NCCL_NONBLOCKING", "1",                                   \
     "1: nonblocking Allreduce, Reduce, Bcast, Allgather and Alltoall on NCCL where every rank " \
-    "has a GPU of its own and the schedules cannot run (off the node; experimental: not yet "   \
-    "run through the whole GPU suite; all ranks alike)")                                        \
+    "has a GPU of its own and the schedules cannot run (off the node); 0: the MPI's own on "    \
+    "host mirrors there (all ranks alike)")                                                     \
   X(coll_pipeline_min, "LOOM_COLL_PIPELINE_MIN", "1048576",                                     \
     "auto: smallest blocking collective (bytes each rank receives) staged through host "        \
     "memory in pipelined chunks where the node-local engine cannot run (ranks on several "      \

@@ -162,4 +162,57 @@ TEST(NcclEngine, RunsWhereEachRankHasItsGpu) {
   nccl_round(MPI_COMM_WORLD, size <= gpus);
 }
 
+// A nonblocking call on NCCL leaves the legacy default stream free: rank 0
+// starts MPI_Ialltoall, then copies on stream 0 and only then sends rank 1
+// the token rank 1 waits for before its own MPI_Ialltoall. Were NCCL's
+// kernel (waiting for rank 1) on a blocking stream, rank 0's copy would wait
+// for it and neither rank could go on; MPI says this program completes.
+TEST(NcclEngine, NonblockingLeavesTheDefaultStreamFree) {
+  const char* m = std::getenv("LOOM_COLL_METHOD");
+  if (!m || std::string(m) != "nccl") GTEST_SKIP() << "LOOM_COLL_METHOD is not nccl";
+  std::string why;
+  if (!backend().usable(&why)) GTEST_SKIP() << why;
+  if (!loom::coll::nccl::available(&why)) GTEST_SKIP() << why;
+  int me = 0, size = 0, gpus = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  cudaGetDeviceCount(&gpus);
+  if (size < 2 || size > gpus) GTEST_SKIP() << "needs a GPU of its own for each rank";
+  const int each = 1 << 16;  // floats to each rank
+  const size_t bytes = sizeof(float) * static_cast<size_t>(each) * size;
+  std::vector<float> h(static_cast<size_t>(each) * size), got(h.size()), want(h.size());
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(me * 1000003 + i);
+  void *a = nullptr, *b = nullptr, *spare = nullptr;
+  ASSERT_EQ(cudaMalloc(&a, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&b, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&spare, 64), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(a, h.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaDeviceSynchronize();
+  // A first nonblocking call on a communicator synchronises its ranks (the
+  // twin communicator, NCCL's): made here, before the test proper.
+  MPI_Request req = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Ialltoall(a, each, MPI_FLOAT, b, each, MPI_FLOAT, MPI_COMM_WORLD, &req),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&req, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  const uint64_t calls0 = loom::coll::nccl::calls();
+  Watchdog::get().note("NcclEngine.NonblockingLeavesTheDefaultStreamFree");
+  int token = 7;
+  if (me == 1) MPI_Recv(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  ASSERT_EQ(MPI_Ialltoall(a, each, MPI_FLOAT, b, each, MPI_FLOAT, MPI_COMM_WORLD, &req),
+            MPI_SUCCESS);
+  if (me == 0) {
+    char small[64];
+    ASSERT_EQ(cudaMemcpy(small, spare, sizeof small, cudaMemcpyDeviceToHost), cudaSuccess);
+    MPI_Send(&token, 1, MPI_INT, 1, 99, MPI_COMM_WORLD);
+  }
+  ASSERT_EQ(MPI_Wait(&req, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(loom::coll::nccl::calls() - calls0, 1u) << "NCCL did not take MPI_Ialltoall";
+  PMPI_Alltoall(h.data(), each, MPI_FLOAT, want.data(), each, MPI_FLOAT, MPI_COMM_WORLD);
+  ASSERT_EQ(cudaMemcpy(got.data(), b, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(got == want) << "alltoall";
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(spare);
+}
+
 }  // namespace loom::test::coll
