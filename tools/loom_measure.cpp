@@ -72,6 +72,8 @@ const char* kUsage =
     "  LOOM_CACHE_DIR move it). Terms already in that profile that this run does not\n"
     "  measure are kept: run once on one node and once across two nodes. Prints the\n"
     "  LogGOP fits and the model's predictions; a line per term on stderr meanwhile.\n"
+    "  With more than 2 ranks (all on one node) it times only the collectives on that\n"
+    "  many ranks, for auto's engine choice: run it once per rank count you use.\n"
     "  --quick     coarse grid up to 1 MiB, few repetitions (seconds; for tests)\n"
     "  --quiet     no progress lines\n"
     "  --out PATH  write the profile there instead\n"
@@ -79,6 +81,7 @@ const char* kUsage =
     "examples:\n"
     "  mpirun -np 2 loom-measure                       # both ranks on this node\n"
     "  mpirun -np 2 --host a,b loom-measure            # then across two nodes\n"
+    "  mpirun -np 4 loom-measure                       # collectives on 4 ranks\n"
     "  mpirun -np 2 loom-measure --quick --out profile.txt\n";
 
 std::string utc_now() {
@@ -166,9 +169,10 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size != 2) {
+  if (size < 2) {
     if (rank == 0) {
-      std::fprintf(stderr, "loom-measure: needs exactly 2 MPI ranks, got %d\n", size);
+      std::fprintf(stderr, "loom-measure: needs 2 MPI ranks (or more for collectives), got %d\n",
+                   size);
       std::fputs(kUsage, stderr);
     }
     MPI_Finalize();
@@ -177,7 +181,7 @@ int main(int argc, char** argv) {
 
   m::Ctx c;
   c.rank = rank;
-  c.peer = 1 - rank;
+  c.peer = rank == 0 ? 1 : 0;
   c.quick = args.quick;
   c.quiet = args.quiet;
   c.grid = m::Grid::make(args.quick);
@@ -193,7 +197,7 @@ int main(int argc, char** argv) {
   PMPI_Comm_size(node, &node_size);
   PMPI_Comm_rank(node, &node_rank);
   PMPI_Comm_free(&node);
-  c.on_node = node_size == 2;
+  c.on_node = node_size == size;
 #ifdef LOOM_HAVE_CUDA
   if (!c.host_mode) {
     int ngpu = 1;
@@ -228,20 +232,27 @@ int main(int argc, char** argv) {
   // Ranks sharing a GPU without MPS measure the GPU's time-slicing, not the
   // methods: the profile says how it was taken, and the run says so.
   const loom::transport::GpuSharing gs = loom::transport::gpu_sharing(false);
-  if (gs.gpus > 0)
-    p.scalars[model::term::kRanksPerGpu] = static_cast<double>(gs.ranks_on_node) / gs.gpus;
-  p.scalars[model::term::kMps] = gs.mps ? 1 : 0;
+  if (size == 2) {  // the point-to-point terms' conditions
+    if (gs.gpus > 0)
+      p.scalars[model::term::kRanksPerGpu] = static_cast<double>(gs.ranks_on_node) / gs.gpus;
+    p.scalars[model::term::kMps] = gs.mps ? 1 : 0;
+  }
   if (const std::string w = loom::transport::sharing_warning(gs); !w.empty() && rank == 0)
     std::fprintf(stderr, "loom-measure: %s\n", w.c_str());
 
   const double t0 = m::now_us();
   p.scalars[model::term::kHeaderBytes] = model::kDefaultHeaderBytes;
-  m::measure_local(c, p);
-  m::measure_host_mpi(c, p);
-  if (c.on_node) {
+  if (size > 2) {
+    m::measure_coll(c, size, p);
+  } else {
+    m::measure_local(c, p);
+    m::measure_host_mpi(c, p);
+  }
+  if (size == 2 && c.on_node) {
     m::measure_ipc(c, p);
     m::measure_loom_overheads(c, p);
-  } else if (rank == 0) {
+    m::measure_coll(c, size, p);
+  } else if (size == 2 && rank == 0) {
     std::fprintf(stderr,
                  "loom-measure: ranks on two nodes: ipc_copy and overhead_* need one node; kept "
                  "from the profile where it has them\n");

@@ -126,6 +126,10 @@ std::string size_str(double bytes) {
   return b;
 }
 
+std::string range(const std::vector<double>& sizes) {
+  return size_str(sizes.front()) + ".." + size_str(sizes.back());
+}
+
 void progress(const Ctx& c, const std::string& term, const std::string& what, double t0_us) {
   if (c.rank != 0 || c.quiet) return;
   std::fprintf(stderr, "loom-measure: %-16s %-52s %7.2f s\n", term.c_str(), what.c_str(),

@@ -72,7 +72,8 @@ inline double now_us() {
 }
 
 // The two ranks and the machine: rank 0 measures local terms and writes
-// the profile; rank 1 is its peer for everything MPI.
+// the profile; rank 1 is its peer for everything MPI. (More ranks measure
+// only the collectives, all of them together.)
 struct Ctx {
   int rank = 0;
   int peer = 1;
@@ -136,6 +137,8 @@ void append(model::Curve& curve, double bytes, const Stats& s);
 
 // "1 KiB", "64 MiB", "8 B".
 std::string size_str(double bytes);
+// "1 KiB..64 MiB".
+std::string range(const std::vector<double>& sizes);
 // Rank 0: one progress line per term on stderr.
 void progress(const Ctx& c, const std::string& term, const std::string& what, double t0_us);
 
@@ -151,5 +154,8 @@ void measure_ipc(const Ctx& c, model::Profile& p);
 // Both ranks, on one node: overhead_* and scale_* of each method from
 // Loom's own ping-pong against the model's summed terms.
 void measure_loom_overheads(const Ctx& c, model::Profile& p);
+// Every rank of the run (`ranks` of them, on one node): coll_node_* and
+// coll_mirror_* of each call in model/coll_choice.hpp.
+void measure_coll(const Ctx& c, int ranks, model::Profile& p);
 
 }  // namespace loom::tools::measure

@@ -28,10 +28,6 @@ int burst(double bytes) {
   return static_cast<int>(std::clamp(64.0 * 1024 * 1024 / bytes, 2.0, 32.0));
 }
 
-std::string range(const std::vector<double>& sizes) {
-  return size_str(sizes.front()) + ".." + size_str(sizes.back());
-}
-
 // One-way time: half of rank 0's round trip.
 template <class Send, class Recv>
 double round_trip(const Ctx& c, Send&& send, Recv&& recv) {

@@ -36,8 +36,9 @@ bool gate(const Call& c, int64_t bytes, coll::NodeEnv* env) {
     return false;
   const Mode m = mode();
   if (m == Mode::kMirror || m == Mode::kStaged) return false;
-  if ((m == Mode::kAuto || m == Mode::kNccl) && bytes < rt->coll_node_min) return false;
+  if (m == Mode::kNccl && bytes < rt->coll_node_min) return false;
   if (!rt->rv->all_on_node(c.comm())) return false;
+  if (m == Mode::kAuto && bytes < rt->coll_node_min_for(c.fn(), c.size())) return false;
   env->comm = c.comm();
   env->rank = c.rank();
   env->size = c.size();
@@ -560,7 +561,8 @@ bool run_blocks(Call& c, Blocks& b, int* rc) {
   }
   coll::NodeEnv env;
   if (!gate(c, INT64_MAX, &env)) return false;
-  if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min) b.can = false;
+  if (mode() == Mode::kAuto && b.bytes < runtime()->coll_node_min_for(c.fn(), c.size()))
+    b.can = false;
   return settle(c, coll::exchange(env, b.out, b.in, b.can && !b.declines), rc);
 }
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 
 #include "coll/nccl_engine.hpp"
 #include "loom/loom.h"
+#include "model/coll_choice.hpp"
 #include "mpi/cuda_aware.hpp"
 #include "stream/engine.hpp"
 #include "transport/identity.hpp"
@@ -291,6 +293,36 @@ transport::Mover* Runtime::gpu(transport::Method m) {
     }
   }
   return slot.get();
+}
+
+int64_t Runtime::coll_node_min_for(const char* fn, int ranks) {
+  if (std::getenv("LOOM_COLL_NODE_MIN") || !model_) return coll_node_min;
+  std::string call = model::coll_call_name(fn);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto key = std::make_pair(std::move(call), ranks);
+  if (auto it = coll_node_from_.find(key); it != coll_node_from_.end()) return it->second;
+  const double from = model::coll_node_from(model_->profile(), key.first, ranks);
+  int64_t min = coll_node_min;
+  if (from < 0) {
+    LOOM_INFO(kModel,
+              "%s on %d ranks: the node engine from %lld bytes a rank (built-in rule: "
+              "the profile has no times of this call on %d ranks)",
+              fn, ranks, static_cast<long long>(min), ranks);
+  } else {
+    min = std::isinf(from) ? INT64_MAX : static_cast<int64_t>(std::ceil(from));
+    if (std::isinf(from))
+      LOOM_INFO(kModel,
+                "%s on %d ranks: the mirrors at every size (the profile's node engine "
+                "loses at its largest size)",
+                fn, ranks);
+    else
+      LOOM_INFO(kModel,
+                "%s on %d ranks: the node engine from %lld bytes a rank (where the "
+                "profile's node and mirror times cross)",
+                fn, ranks, static_cast<long long>(min));
+  }
+  coll_node_from_.emplace(std::move(key), min);
+  return min;
 }
 
 coll::Reducer* Runtime::reducer() {

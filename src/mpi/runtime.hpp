@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,6 +68,12 @@ class Runtime {
   static bool parse_coll(const std::string& name, CollMethod* out);
   std::atomic<CollMethod> coll_method{CollMethod::kAuto};
   int64_t coll_node_min = 32768;
+  // Auto's smallest blocking call `fn` (MPI's name) on `ranks` ranks of a
+  // node for the node engine: LOOM_COLL_NODE_MIN where the environment sets
+  // it, else where the profile's measured node and mirror times cross
+  // (model/coll_choice.hpp), else coll_node_min. Alike on the ranks of a
+  // node (one profile). Says once per call and size, at LOOM_LOG=info, why.
+  int64_t coll_node_min_for(const char* fn, int ranks);
   int64_t coll_schedule_min = 262144;     // nonblocking collectives' schedules, in auto
   bool coll_nccl_nonblocking = false;     // LOOM_COLL_NCCL_NONBLOCKING
   int64_t coll_lend_min = 4194304;        // LOOM_COLL_LEND_MIN; -1: never
@@ -154,6 +161,7 @@ class Runtime {
   std::unique_ptr<coll::Reducer> reducer_;
   bool reducer_failed_ = false;
   std::unique_ptr<model::Model> model_;  // set at loom_init, before publishing
+  std::map<std::pair<std::string, int>, int64_t> coll_node_from_;  // under mu_
   model::ChoiceCache choices_;
 };
 

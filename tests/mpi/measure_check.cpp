@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "model/coll_choice.hpp"
 #include "model/cost.hpp"
 #include "model/profile.hpp"
 
@@ -64,6 +65,20 @@ int main(int argc, char** argv) {
   // Every method has a finite prediction once all terms are there.
   const model::Prediction pr = m.predict({1 << 20, 8, false, true, true});
   for (double us : pr.usec) expect(std::isfinite(us) && us > 0, "prediction " + pr.explain());
+
+  // The collectives, on 2 ranks (the point-to-point run) and 3 (a run of
+  // their own, which kept every term above).
+  for (int ranks : {2, 3})
+    for (const char* call : model::kCollCalls) {
+      const std::string node = model::coll_term("node", call, ranks),
+                        mirror = model::coll_term("mirror", call, ranks);
+      expect(p.curves.count(node) && p.curves.count(mirror), "curves missing: " + node);
+      if (!p.curves.count(node) || !p.curves.count(mirror)) continue;
+      expect(p.curves.at(node).bytes == p.curves.at(mirror).bytes &&
+                 p.curves.at(node).bytes.size() >= 3,
+             node + " and " + mirror + ": the same sizes, 3 at least");
+      expect(model::coll_node_from(p, call, ranks) >= 0, "no choice from " + node);
+    }
 
   if (failures) return 1;
   std::printf("measure_check: %s: ok (%zu curves, %zu surfaces); 2D 8 B x 1 MiB: %s\n", argv[1],

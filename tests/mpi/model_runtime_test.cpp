@@ -61,6 +61,20 @@ model::Profile synthetic(const model::Identity& id) {
   p.scalars["overhead_device"] = 0;
   p.scalars["overhead_oneshot"] = 0;
   p.scalars["overhead_staged"] = 0;
+  // Alltoall on 2 ranks: the mirrors 10-80 us, the node engine 30 us flat,
+  // crossing at 8 KiB a rank (model_test's CollChoice).
+  model::Curve mirror, node;
+  for (int i = 0; i < 4; ++i) {
+    const double bytes = double(1024) * (1 << (2 * i));
+    mirror.bytes.push_back(bytes);
+    mirror.usec.push_back(10.0 * (1 << i));
+    mirror.spread.push_back(0);
+    node.bytes.push_back(bytes);
+    node.usec.push_back(30);
+    node.spread.push_back(0);
+  }
+  p.curves["coll_mirror_alltoall_np2"] = mirror;
+  p.curves["coll_node_alltoall_np2"] = node;
   return p;
 }
 
@@ -105,6 +119,12 @@ TEST(ModelRuntime, AutoFollowsTheProfileOrTheBuiltInRule) {
     for (size_t i = 0; i < src.size(); ++i) ASSERT_EQ(dst[i], (i % 4) < 2 ? src[i] : -1) << i;
   }
   MPI_Type_free(&vec);
+  // The node engine's size rule for blocking collectives: the profile's
+  // crossing where it has the call's times on that many ranks.
+  const int64_t built_in = runtime()->coll_node_min;
+  EXPECT_EQ(runtime()->coll_node_min_for("MPI_Alltoall", 2), good ? 8192 : built_in);
+  EXPECT_EQ(runtime()->coll_node_min_for("MPI_Alltoall", 4), built_in);
+  EXPECT_EQ(runtime()->coll_node_min_for("MPI_Alltoallv", 2), built_in);
   // A forced method wins over the model.
   ASSERT_EQ(loom_set_method("staged"), MPI_SUCCESS);
   EXPECT_NE(explain(MPI_BYTE, 1024).find("method staged"), std::string::npos);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "model/coll_choice.hpp"
 #include "model/cost.hpp"
 #include "model/curve.hpp"
 #include "model/profile.hpp"
@@ -778,4 +779,40 @@ TEST(Model, FitOverheadScaleRecoversBoth) {
   ASSERT_TRUE(loom::model::fit_overhead_scale({11, 13, 40}, {10, 10, 10}, false, &over, &k));
   EXPECT_EQ(k, 1.0);
   EXPECT_EQ(over, 3.0);
+}
+
+// The node engine against the mirrors for a collective: where the measured
+// curves last cross; 0 or +infinity where one engine wins everywhere; -1
+// without the curves.
+TEST(CollChoice, NodeEngineFromTheLastCrossing) {
+  using loom::model::coll_node_from;
+  using loom::model::coll_term;
+  using loom::model::Curve;
+  const auto curve = [](std::vector<double> usec) {
+    Curve c;
+    for (size_t i = 0; i < usec.size(); ++i) {
+      c.bytes.push_back(std::ldexp(1.0, 10 + 2 * static_cast<int>(i)));  // 1 KiB, 4 KiB, ...
+      c.usec.push_back(usec[i]);
+      c.spread.push_back(0);
+    }
+    return c;
+  };
+  loom::model::Profile p;
+  EXPECT_EQ(coll_node_from(p, "alltoall", 2), -1.0);
+  EXPECT_EQ(coll_term("node", "alltoall", 2), "coll_node_alltoall_np2");
+  EXPECT_EQ(loom::model::coll_call_name("MPI_Reduce_scatter_block"), "reduce_scatter_block");
+  // Mirrors 10, 20, 40, 80 us; the node engine 30 us flat: it loses at 1 and
+  // 4 KiB, wins from 16 KiB; the crossing lies between 4 and 16 KiB, where
+  // the difference goes from +10 to -10 us: 8 KiB in log bytes.
+  p.curves[coll_term("mirror", "alltoall", 2)] = curve({10, 20, 40, 80});
+  p.curves[coll_term("node", "alltoall", 2)] = curve({30, 30, 30, 30});
+  EXPECT_NEAR(coll_node_from(p, "alltoall", 2), 8192, 1e-6);
+  EXPECT_EQ(coll_node_from(p, "alltoall", 4), -1.0);  // another number of ranks
+  // A loss at a small size after a win still counts: the last crossing.
+  p.curves[coll_term("node", "alltoall", 2)] = curve({5, 30, 30, 30});
+  EXPECT_NEAR(coll_node_from(p, "alltoall", 2), 8192, 1e-6);
+  p.curves[coll_term("node", "alltoall", 2)] = curve({5, 5, 5, 5});
+  EXPECT_EQ(coll_node_from(p, "alltoall", 2), 0.0);
+  p.curves[coll_term("node", "alltoall", 2)] = curve({5, 5, 5, 90});
+  EXPECT_EQ(coll_node_from(p, "alltoall", 2), std::numeric_limits<double>::infinity());
 }
