@@ -12,9 +12,9 @@
 #include "mpi/coll_schedule.hpp"
 #include "mpi/coll_staged.hpp"
 #include "mpi/device_message.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/neighbor_order.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
 

@@ -6,8 +6,8 @@
 #include <mutex>
 
 #include "mpi/device_message.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/errors.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
 #include "mpi/type_registry.hpp"

@@ -13,8 +13,8 @@
 #include "mpi/blocking.hpp"
 #include "mpi/coll_schedule.hpp"
 #include "mpi/device_message.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/errors.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "util/log.hpp"
 

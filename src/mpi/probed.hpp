@@ -22,7 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mpi/rendezvous.hpp"
+#include "mpi/device_pull.hpp"
 
 namespace loom::mpi {
 

@@ -6,9 +6,9 @@
 
 #include "mpi/coll_call.hpp"
 #include "mpi/coll_schedule.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "type/from_mpi.hpp"
 #include "util/log.hpp"

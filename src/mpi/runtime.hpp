@@ -10,8 +10,8 @@
 
 #include "coll/node_engine.hpp"
 #include "model/cost.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/probed.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/type_registry.hpp"
 #include "transport/mover.hpp"
@@ -33,7 +33,7 @@ class Runtime {
   mpi::RequestTable requests;
   // The device method's handshake; null when the job does not use it (set
   // at loom_init, before the runtime is published, and never changed).
-  std::unique_ptr<mpi::Rendezvous> rv;
+  std::unique_ptr<transport::Rendezvous> rv;
   // Messages probes took off the MPI's queue; exists exactly when rv does.
   std::unique_ptr<mpi::ProbedMessages> probed;
   // Stream-triggered operations (src/stream); set at loom_init after MPI_Init.

@@ -5,9 +5,9 @@
 #include <cstring>
 
 #include "mpi/device_message.hpp"
+#include "mpi/device_pull.hpp"
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
-#include "mpi/rendezvous.hpp"
 #include "mpi/runtime.hpp"
 #include "type/from_mpi.hpp"
 #include "util/knobs.hpp"
@@ -77,10 +77,10 @@ void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b) {
     // A receive of Loom's takes a header where it would take the bytes:
     // smaller messages go as themselves, as the device method's do.
     const int to = rt->rv->world_rank(comm, peer);
-    if (b->msg.bytes < mpi::kHeaderBytes || rt->rv->peer_on_node(comm, peer) < 0 ||
+    if (b->msg.bytes < transport::kHeaderBytes || rt->rv->peer_on_node(comm, peer) < 0 ||
         rt->rv->channel_to(to))
       return;
-    mpi::Header h;
+    transport::Header h;
     auto seg = rt->rv->lend_stream(b->msg, &h);
     if (!seg) {
       LOOM_DEBUG(kMpi, "enqueued send: %s; staged this once", seg.status().message().c_str());
@@ -108,7 +108,7 @@ namespace {
 // A pulled receive's staging: what the MPI may deliver (a header, or the
 // bytes themselves), then the Landed record the thread fills.
 size_t pulled_bytes(const Buffer& b) {
-  const size_t n = std::max<size_t>(static_cast<size_t>(b.msg.bytes), mpi::kHeaderBytes);
+  const size_t n = std::max<size_t>(static_cast<size_t>(b.msg.bytes), transport::kHeaderBytes);
   return (n + 15) / 16 * 16;
 }
 
@@ -147,7 +147,7 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
       if (!op.pin) op.pin = std::make_shared<TypePin>(type);
       return Status::ok();
     case Buffer::How::kLent: {
-      mpi::Header h;
+      transport::Header h;
       std::memcpy(&h, b.wire, sizeof(h));
       op.keep = b.keep;
       LOOM_TRY(ch.lane().pack(b.msg, buf, b.lent_at));
@@ -156,7 +156,7 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
       op.lent_seq = h.seq;
       runtime()->streams->lent_messages.fetch_add(1, std::memory_order_relaxed);
       op.sbuf = op.wire;
-      op.count = mpi::kHeaderBytes;
+      op.count = transport::kHeaderBytes;
       op.type = MPI_BYTE;
       op.raw = true;  // the header goes as it is: Loom's receives know it
       op.release_on_post = true;
@@ -270,14 +270,14 @@ void land(Op& op) {
   out.address = reinterpret_cast<uintptr_t>(op.staging.dev ? op.staging.dev : op.staging.host);
   MPI_Count got = 0;
   MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
-  mpi::Header h;
+  transport::Header h;
   if (op.st.MPI_ERROR != MPI_SUCCESS) {
     // nothing landed that the stream may copy
   } else if (got > 0 && rt->rv->is_header(op.staging.host, static_cast<size_t>(got), &h)) {
     op.st.MPI_ERROR = mpi::settle(h, op.expect, op.st);
     if (op.st.MPI_ERROR != MPI_SUCCESS) {
       rt->rv->discard(h);  // the sender's memory is free either way
-    } else if (h.kind == mpi::kSegment || (h.kind == mpi::kZeroCopy && !h.layout)) {
+    } else if (h.kind == transport::kSegment || (h.kind == transport::kZeroCopy && !h.layout)) {
       // An enqueued send's arena is mapped since its communicator was
       // made; a host call's segment or buffer may be mapped here first.
       auto src = rt->rv->open(h);  // where the bytes lie, mapped (kept mapped)
@@ -286,7 +286,7 @@ void land(Op& op) {
         out.bytes = h.bytes;
         LOOM_DEBUG(kMpi, "enqueued receive: %llu bytes of rank %d read where they lie (%s)",
                    static_cast<unsigned long long>(h.bytes), h.sender,
-                   h.kind == mpi::kSegment ? "its segment" : "its buffer");
+                   h.kind == transport::kSegment ? "its segment" : "its buffer");
         std::memcpy(op.wire, &h, sizeof(h));
         op.ack_at_retire = true;
         rt->streams->lent_messages.fetch_add(1, std::memory_order_relaxed);
@@ -319,7 +319,7 @@ void retired(Op& op) {
   Runtime* rt = runtime();
   if (op.ack_at_retire) {
     op.ack_at_retire = false;
-    mpi::Header h;
+    transport::Header h;
     std::memcpy(&h, op.wire, sizeof(h));
     rt->rv->ack(h);
   }

@@ -85,7 +85,7 @@ PairOffer Pairs::offer(const Buffer& b, const void* buf, int peer, PairEnd* end)
       // As dense as the device method's lent typed messages, and a layout
       // short enough to go eagerly.
       if (!rt->lend_span_ok(b.msg) ||
-          !transport::encode_message(b.msg, &wire, mpi::Rendezvous::kMaxLayoutBytes))
+          !transport::encode_message(b.msg, &wire, transport::Rendezvous::kMaxLayoutBytes))
         span = -1;
     }
     Result<transport::Exported> ex = Status(Err::kUnsupported, "not lent");
