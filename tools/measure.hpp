@@ -110,10 +110,10 @@ Stats sample_local(const Reps& r, Op&& op) {
   return s.stats();
 }
 
-// Two-rank timing: both ranks call op() in step; op returns rank 0's sample
-// (microseconds). Rank 0 decides after each batch whether to go on and
-// broadcasts it, so both ranks run the same number of iterations. The
-// result is meaningful on rank 0 only.
+// Two-rank timing (or every rank's, for the collectives): all call op() in
+// step; op returns rank 0's sample (microseconds). Rank 0 decides after each batch whether to go on
+// and broadcasts it, so both ranks run the same number of iterations. The result is meaningful on
+// rank 0 only.
 template <class Op>
 Stats sample_pair(const Ctx& c, Op&& op) {
   for (int i = 0; i < c.reps.warmup; ++i) op();

@@ -37,27 +37,18 @@ int call(const std::string& name, void* in, void* out, size_t bytes, int n) {
   return MPI_ERR_OTHER;
 }
 
-// The slowest rank's time of one call, median over samples; rank 0 decides
-// when to stop, as in sample_pair.
+// The slowest rank's time of one call, median over samples (every rank
+// runs sample_pair's loop: rank 0 decides when to stop).
 Stats time_call(const Ctx& c, const std::string& name, void* in, void* out, size_t bytes, int n,
                 bool* ok) {
-  const auto once = [&] {
+  return sample_pair(c, [&] {
     PMPI_Barrier(MPI_COMM_WORLD);
     const double t0 = now_us();
     if (call(name, in, out, bytes, n) != MPI_SUCCESS) *ok = false;
     double mine = now_us() - t0, most = 0;
     PMPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return most;
-  };
-  for (int i = 0; i < c.reps.warmup; ++i) once();
-  Samples s(c.reps);
-  int more = 1;
-  while (more) {
-    for (int b = 0; b < c.reps.batch; ++b) s.add(once());
-    if (c.rank == 0) more = s.done() ? 0 : 1;
-    PMPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  }
-  return s.stats();
+  });
 }
 
 }  // namespace

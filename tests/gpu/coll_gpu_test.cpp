@@ -144,12 +144,17 @@ void nccl_round(MPI_Comm comm, bool expect_nccl) {
   cudaFree(b);
 }
 
-TEST(NcclEngine, RunsWhereEachRankHasItsGpu) {
+// Why an NCCL test cannot run here ("" where it can).
+std::string nccl_test_skip() {
   const char* m = std::getenv("LOOM_COLL_METHOD");
-  if (!m || std::string(m) != "nccl") GTEST_SKIP() << "LOOM_COLL_METHOD is not nccl";
+  if (!m || std::string(m) != "nccl") return "LOOM_COLL_METHOD is not nccl";
   std::string why;
-  if (!backend().usable(&why)) GTEST_SKIP() << why;
-  if (!loom::coll::nccl::available(&why)) GTEST_SKIP() << why;
+  if (!backend().usable(&why) || !loom::coll::nccl::available(&why)) return why;
+  return "";
+}
+
+TEST(NcclEngine, RunsWhereEachRankHasItsGpu) {
+  if (const std::string why = nccl_test_skip(); !why.empty()) GTEST_SKIP() << why;
   int me = 0, size = 0, gpus = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -168,11 +173,7 @@ TEST(NcclEngine, RunsWhereEachRankHasItsGpu) {
 // kernel (waiting for rank 1) on a blocking stream, rank 0's copy would wait
 // for it and neither rank could go on; MPI says this program completes.
 TEST(NcclEngine, NonblockingLeavesTheDefaultStreamFree) {
-  const char* m = std::getenv("LOOM_COLL_METHOD");
-  if (!m || std::string(m) != "nccl") GTEST_SKIP() << "LOOM_COLL_METHOD is not nccl";
-  std::string why;
-  if (!backend().usable(&why)) GTEST_SKIP() << why;
-  if (!loom::coll::nccl::available(&why)) GTEST_SKIP() << why;
+  if (const std::string why = nccl_test_skip(); !why.empty()) GTEST_SKIP() << why;
   int me = 0, size = 0, gpus = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
