@@ -56,6 +56,7 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
+  coll_node_min_set_ = std::getenv("LOOM_COLL_NODE_MIN") != nullptr;
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
   coll_nccl_nonblocking = knobs().coll_nccl_nonblocking == "1";
   coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
@@ -296,7 +297,7 @@ transport::Mover* Runtime::gpu(transport::Method m) {
 }
 
 int64_t Runtime::coll_node_min_for(const char* fn, int ranks) {
-  if (std::getenv("LOOM_COLL_NODE_MIN") || !model_) return coll_node_min;
+  if (coll_node_min_set_ || !model_) return coll_node_min;
   std::string call = model::coll_call_name(fn);
   std::lock_guard<std::mutex> lk(mu_);
   auto key = std::make_pair(std::move(call), ranks);

@@ -162,6 +162,7 @@ class Runtime {
   bool reducer_failed_ = false;
   std::unique_ptr<model::Model> model_;  // set at loom_init, before publishing
   std::map<std::pair<std::string, int>, int64_t> coll_node_from_;  // under mu_
+  bool coll_node_min_set_ = false;  // LOOM_COLL_NODE_MIN in the environment (read at start-up)
   model::ChoiceCache choices_;
 };
 
