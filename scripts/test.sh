@@ -17,17 +17,21 @@ if ! clang-format --dry-run -Werror $files; then
   echo "format: run clang-format -i on the files above"; failed=1
 fi
 
+# Minimal debug information (-g1: functions and line tables, enough for a
+# backtrace or a sanitizer's report) compiles about a third faster than -g.
+g1=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_DEBUG="-g1")
+
 # The CUDA code is MPI-free: it is built and its tests run once, in the Open
 # MPI build; the MPICH build covers the MPI-facing layers.
 step "Open MPI build"
 cmake -S . -B build-ci-openmpi -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=openmpi \
-  -DLOOM_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+  -DLOOM_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${g1[@]}" >/dev/null
 cmake --build build-ci-openmpi -j "$jobs"
 ctest --test-dir build-ci-openmpi --output-on-failure -j "$jobs" || failed=1
 
 step "MPICH build"
 cmake -S . -B build-ci-mpich -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_MPI=mpich \
-  -DLOOM_CUDA=OFF -DLOOM_WERROR=ON >/dev/null
+  -DLOOM_CUDA=OFF -DLOOM_WERROR=ON "${g1[@]}" >/dev/null
 cmake --build build-ci-mpich -j "$jobs"
 ctest --test-dir build-ci-mpich --output-on-failure -j "$jobs" || failed=1
 
@@ -40,7 +44,7 @@ whl=.whl/mpich-5.0.2/mpich-5.0.2.data/data
 if [ -x "$whl/bin/mpicc" ]; then
   step "MPICH 5.0 (PyPI wheel): the MPIX stream API over MPICH's own declarations"
   cmake -S . -B build-ci-mpich5 -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=mpich \
-    -DLOOM_MPI_PREFIX="$PWD/$whl" -DLOOM_CUDA=OFF -DLOOM_WERROR=ON >/dev/null
+    -DLOOM_MPI_PREFIX="$PWD/$whl" -DLOOM_CUDA=OFF -DLOOM_WERROR=ON "${g1[@]}" >/dev/null
   cmake --build build-ci-mpich5 -j "$jobs" --target loom_stream_tests loom_p2p_tests
   ctest --test-dir build-ci-mpich5 --output-on-failure -j "$jobs" \
     -R 'mpi[.](stream[.](host|device)|p2p[.](device|zerocopy|native))[.]np2' || failed=1
@@ -48,7 +52,7 @@ fi
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer build (host tests)"
 cmake -S . -B build-ci-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DLOOM_MPI=openmpi -DLOOM_CUDA=OFF \
-  -DLOOM_SANITIZE=ON -DLOOM_WERROR=ON >/dev/null
+  -DLOOM_SANITIZE=ON -DLOOM_WERROR=ON "${g1[@]}" >/dev/null
 cmake --build build-ci-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-ci-asan --output-on-failure -L unit || failed=1
 # Open MPI's own start-up allocations are never freed: leaks are not ours to find there.
