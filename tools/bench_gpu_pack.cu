@@ -8,7 +8,11 @@
 // Buffers rotate through at least 4x the L2 where memory allows; rows whose
 // working set still fits in L2 are marked "L2".
 //
-//   loom-bench-gpu [--quick] [--only SUBSTRING]
+// With --floors: what a message's copies cost at least, each synchronised
+// (the bounds of point-to-point latency, docs/results/p2p-*.md).
+//
+//   loom-bench-gpu [--quick] [--only SUBSTRING] [--floors]
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include "cli.hpp"
 #include "pack/gpu_engine.hpp"
 #include "pack/layout.hpp"
+#include "pack/proxy_queue.hpp"
 #include "type/canonical.hpp"
 #include "type/ir.hpp"
 
@@ -51,8 +56,17 @@ void check_status(const loom::Status& s, const char* what) {
 
 __global__ void empty_kernel() {}
 
+// A plain grid-stride copy of 16-byte words (n a multiple of 16).
+__global__ void copy_kernel(uint4* dst, const uint4* src, size_t words) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < words;
+       i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = src[i];
+}
+
 struct Options {
   bool quick = false;
+  bool floors = false;
+  int l2_fetch = -1;  // cudaLimitMaxL2FetchGranularity to set, bytes (-1: leave)
   std::string only;
   double budget_s = 0.25;  // GPU time per measured column
   int max_reps = 201;
@@ -118,6 +132,7 @@ struct Bench {
   cudaStream_t stream = nullptr;
   std::vector<cudaEvent_t> ev;
   size_t l2 = 0;
+  int sms = 1;
 
   // Median GPU microseconds of op(slot), slot rotating over nrot buffers.
   double median_us(const std::function<void(int)>& op, int nrot) {
@@ -336,6 +351,12 @@ std::vector<Case> make_cases(const Options& opt) {
       cs.push_back({"2d", "block " + std::to_string(bl) + " B, stride " + std::to_string(2 * bl),
                     layout_from(strided(bl, {{t / bl, 2 * bl}}))});
     }
+  // TEMPI's MPI_Pack shapes (its bench-mpi-pack): blocks of 1-8 B every
+  // 512 B, 1 and 4 MiB packed; tools/peers/torch_pack.py times PyTorch on them.
+  for (int64_t t : {int64_t{1} << 20, int64_t{4} << 20})
+    for (int64_t bl : {1, 2, 4, 8})
+      cs.push_back({"tempi", "block " + std::to_string(bl) + " B, stride 512, " + size_str(t),
+                    layout_from(strided(bl, {{t / bl, 512}}))});
   // Rows of 1000 B (1000 B of each 1088 B record): 8-byte words at most, and
   // every other row sits 8 bytes off its packed place modulo 16, so the
   // segments kernel moves them, half with its shifted copy.
@@ -465,12 +486,116 @@ void run_latency(Bench& b) {
   CK(cudaFree(p));
 }
 
+// One synchronised copy of each kind a message may pay, host wall clock from
+// the call to its completion, by size: the copy engines (cudaMemcpyAsync +
+// cudaStreamSynchronize), the resident copy agent (LOOM_PROXY: a request in
+// mapped memory, no CUDA call) and an empty kernel. Pinned host memory is
+// mapped, so the agent reaches it too.
+void run_floors(Bench& b) {
+  std::printf("\n## Floors: one synchronised copy (host wall clock, median)\n\n");
+  std::printf(
+      "| size | memcpy D2D + sync us | memcpy D2D + ticket us | kernel D2D + ticket us | "
+      "memcpy D2H + sync us | "
+      "memcpy H2D + sync us | agent D2D us | agent D2H us | agent H2D us | "
+      "empty kernel + sync us |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  const int reps = b.opt.quick ? 300 : 2000;
+  const size_t max = size_t{8} << 20;
+  char *d0 = nullptr, *d1 = nullptr, *h = nullptr, *hd = nullptr;
+  CK(cudaMalloc(&d0, max));
+  CK(cudaMalloc(&d1, max));
+  CK(cudaHostAlloc(&h, max + 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&hd), h, 0));
+  CK(cudaMemset(d0, 1, max));
+  // "+ ticket": the stream writes a word of mapped host memory after the copy
+  // (cuStreamWriteValue32) and the host spins on it, in place of
+  // cudaStreamSynchronize.
+  using WriteFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult qr;
+  CK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &qr));
+  const auto write32 = reinterpret_cast<WriteFn>(fn);
+  volatile uint32_t* flag = reinterpret_cast<volatile uint32_t*>(h + max);
+  uint32_t* flag_dev = reinterpret_cast<uint32_t*>(hd + max);
+  uint32_t ticket = 0;
+  *flag = 0;
+  auto agent = loom::pack::make_gpu_proxy(200 * 1000);
+  check_status(agent.status(), "make_gpu_proxy");
+  loom::pack::ProxyQueue& q = *agent.value();
+  const double t_empty = host_median_us(
+      [&] {
+        empty_kernel<<<1, 1, 0, b.stream>>>();
+        CK(cudaStreamSynchronize(b.stream));
+      },
+      reps);
+  for (size_t n :
+       {size_t{8}, size_t{32}, size_t{128}, size_t{2} << 10, size_t{32} << 10, size_t{128} << 10,
+        size_t{512} << 10, size_t{2} << 20, size_t{4} << 20, size_t{8} << 20}) {
+    auto memcpy_us = [&](void* dst, const void* src, cudaMemcpyKind k) {
+      return host_median_us(
+          [&] {
+            CK(cudaMemcpyAsync(dst, src, n, k, b.stream));
+            CK(cudaStreamSynchronize(b.stream));
+          },
+          reps);
+    };
+    auto agent_us = [&](void* dst, const void* src) {
+      const int r = n > (size_t{512} << 10) ? std::max(20, reps / 20) : reps;  // one block copies
+      return host_median_us([&] { check_status(q.copy(dst, src, n), "agent copy"); }, r);
+    };
+    const double dd = memcpy_us(d1, d0, cudaMemcpyDeviceToDevice);
+    const double ddf = host_median_us(
+        [&] {
+          CK(cudaMemcpyAsync(d1, d0, n, cudaMemcpyDeviceToDevice, b.stream));
+          if (write32(reinterpret_cast<CUstream>(b.stream), reinterpret_cast<CUdeviceptr>(flag_dev),
+                      ++ticket, 0) != CUDA_SUCCESS)
+            check(cudaErrorUnknown, "cuStreamWriteValue32", __LINE__);
+          while (*flag != ticket) {
+          }
+        },
+        reps);
+    const size_t words = n / 16;
+    const int grid = static_cast<int>(std::min<size_t>(std::max<size_t>(1, (words + 255) / 256),
+                                                       size_t{4} * static_cast<size_t>(b.sms)));
+    const double dkf =
+        words == 0
+            ? 0.0
+            : host_median_us(
+                  [&] {
+                    copy_kernel<<<grid, 256, 0, b.stream>>>(
+                        reinterpret_cast<uint4*>(d1), reinterpret_cast<const uint4*>(d0), words);
+                    if (write32(reinterpret_cast<CUstream>(b.stream),
+                                reinterpret_cast<CUdeviceptr>(flag_dev), ++ticket,
+                                0) != CUDA_SUCCESS)
+                      check(cudaErrorUnknown, "cuStreamWriteValue32", __LINE__);
+                    while (*flag != ticket) {
+                    }
+                  },
+                  reps);
+    const double dh = memcpy_us(h, d0, cudaMemcpyDeviceToHost);
+    const double hdv = memcpy_us(d1, h, cudaMemcpyHostToDevice);
+    const double add = agent_us(d1, d0);
+    const double adh = agent_us(hd, d0);
+    const double ahd = agent_us(d1, hd);
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                size_str(static_cast<int64_t>(n)).c_str(), dd, ddf, dkf, dh, hdv, add, adh, ahd,
+                t_empty);
+    std::fflush(stdout);
+  }
+  agent.value().reset();
+  CK(cudaFree(d0));
+  CK(cudaFree(d1));
+  CK(cudaFreeHost(h));
+}
+
 const char* kUsage =
-    "usage: loom-bench-gpu [--quick] [--only SUBSTRING]\n"
+    "usage: loom-bench-gpu [--quick] [--only SUBSTRING] [--floors] [--l2-fetch BYTES]\n"
     "  Loom's GPU pack and unpack kernels on one GPU beside the device-to-device copy\n"
     "  bound, cudaMemcpy2D/3D and per-block copies; prints Markdown tables.\n"
     "  --quick           fewer repetitions\n"
     "  --only SUBSTRING  only the cases whose name holds SUBSTRING\n"
+    "  --floors          only the floors: one synchronised copy of each kind by size\n"
+    "  --l2-fetch BYTES  set the device's L2 fetch granularity first (0-128)\n"
     "  -h, --help        this text\n"
     "example:\n"
     "  loom-bench-gpu --only 3D\n";
@@ -488,6 +613,11 @@ int main(int argc, char** argv) {
       opt.quick = true;
       opt.budget_s = 0.04;
       opt.max_reps = 51;
+    } else if (!std::strcmp(argv[i], "--l2-fetch")) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--l2-fetch needs bytes");
+      opt.l2_fetch = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--floors")) {
+      opt.floors = true;
     } else if (!std::strcmp(argv[i], "--only")) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--only needs a value");
       opt.only = argv[++i];
@@ -506,16 +636,20 @@ int main(int argc, char** argv) {
   Bench b;
   b.opt = opt;
   b.l2 = static_cast<size_t>(prop.l2CacheSize);
+  b.sms = prop.multiProcessorCount;
   CK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
   b.ev.resize(2 * static_cast<size_t>(opt.max_reps));
   for (auto& e : b.ev) CK(cudaEventCreate(&e));
 
+  if (opt.l2_fetch >= 0) CK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, opt.l2_fetch));
+  size_t l2_fetch = 0;
+  CK(cudaDeviceGetLimit(&l2_fetch, cudaLimitMaxL2FetchGranularity));
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
-  std::printf("# loom-bench-gpu: %s (%d SMs, L2 %zu MiB, %.0f GiB), %s, `%s`\n\n", prop.name,
-              prop.multiProcessorCount, b.l2 >> 20, prop.totalGlobalMem / 1073741824.0, date,
-              cmd.c_str());
+  std::printf("# loom-bench-gpu: %s (%d SMs, L2 %zu MiB, fetch %zu B, %.0f GiB), %s, `%s`\n\n",
+              prop.name, prop.multiProcessorCount, b.l2 >> 20, l2_fetch,
+              prop.totalGlobalMem / 1073741824.0, date, cmd.c_str());
   std::printf(
       "GB/s = packed bytes / time. Times: median of CUDA-event-timed repetitions. "
       "D2D: cudaMemcpyAsync of the packed size (reads and writes it once: the bound). "
@@ -524,6 +658,12 @@ int main(int argc, char** argv) {
       "(where gaps are narrower than a DRAM burst, pack must read the whole span, and "
       "the D2D bound is out of reach by about (span + packed) / (2 packed)). L2: the "
       "rotated buffers fit in L2.\n\n");
+  if (opt.floors) {
+    run_floors(b);
+    for (auto& e : b.ev) CK(cudaEventDestroy(e));
+    CK(cudaStreamDestroy(b.stream));
+    return 0;
+  }
   print_header_row();
   for (const Case& c : make_cases(opt)) run_case(b, c);
   if (opt.only.empty()) run_latency(b);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_coll.hpp"
+#include "bench_devpack.hpp"
 #include "bench_memtype.hpp"
 #include "bench_pingpong.hpp"
 #include "bench_stream.hpp"
@@ -219,6 +220,7 @@ const char* kUsage =
     "  coll         collectives on device buffers vs user-level staging (N ranks, GPU)\n"
     "  stream       stream-enqueued ping-pong and halo (MPIX, MPIS) vs CPU-driven (2 ranks)\n"
     "  memtype      what classifying a buffer as host or device memory costs, per kind (1 rank)\n"
+    "  devpack      MPI_Pack/MPI_Unpack device to device on TEMPI's shapes, per call (1 rank)\n"
     "options:\n"
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
@@ -235,7 +237,8 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* cmds[] = {"commit", "pack", "passthrough", "pingpong", "coll", "stream", "memtype"};
+  const char* cmds[] = {"commit", "pack",   "passthrough", "pingpong",
+                        "coll",   "stream", "memtype",     "devpack"};
   if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
   if (argc < 2) return cli::usage_error("loom-bench", "which benchmark? (commit, pack, ...)");
   if (argv[1][0] == '-')
@@ -289,6 +292,7 @@ int main(int argc, char** argv) {
                ? loom::tools::bench_coll(quick, csv, nonblocking, from, second)
            : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick)
            : std::strcmp(argv[1], "memtype") == 0 ? loom::tools::bench_memtype(quick)
+           : std::strcmp(argv[1], "devpack") == 0 ? loom::tools::bench_devpack(quick)
                                                   : bench_passthrough(quick);
   loom_finalize();
   MPI_Finalize();

@@ -61,6 +61,8 @@ def kind_of(header):
         return "halo"
     if {"pattern", "packed_bytes", "pack_us", "d2d_bound_us"} <= h:
         return "ddtbench"
+    if {"source", "op", "target", "block", "GB/s"} <= h:
+        return "pack"
     if {"label", "test", "type", "bytes", "value"} <= h:
         return "p2p"
     if {"case", "method", "measured_us", "predicted_us"} <= h:
@@ -302,8 +304,35 @@ def plot_model(plt, header, rows, title):
     return fig
 
 
+def plot_pack(plt, header, rows, title):
+    """loom-bench devpack beside tools/peers/torch_pack.py: GB/s by block
+    size, a panel per operation and packed size, a line per source."""
+    panels = list(OrderedDict.fromkeys((r["op"], int(r["target"])) for r in rows))
+    sources = list(OrderedDict.fromkeys(r["source"] for r in rows))
+    cols = min(2, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 3.8 * nrows), squeeze=False)
+    for i, (op, target) in enumerate(panels):
+        ax = axes[i // cols][i % cols]
+        for j, src in enumerate(sources):
+            pts = sorted((number(r["block"]), number(r["GB/s"])) for r in rows
+                         if r["op"] == op and int(r["target"]) == target and r["source"] == src)
+            pts = [(b, v) for b, v in pts if b and v and v > 0]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=src, color=f"C{j}")
+        size_axis(ax, "block size")
+        ax.set_yscale("log")
+        ax.set_ylabel("GB/s")
+        ax.set_title(f"{op}, {size_name(target)} packed", fontsize=9)
+        ax.legend(fontsize=7)
+    for k in range(len(panels), nrows * cols):
+        axes[k // cols][k % cols].set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
 PLOTS = {"model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
-         "sweep": plot_sweep}
+         "sweep": plot_sweep, "pack": plot_pack}
 
 
 def page_of(path):
