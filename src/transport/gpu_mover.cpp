@@ -99,12 +99,19 @@ class GpuMover final : public Mover {
     LOOM_DEBUG(kTransport, "%s pack: %lld bytes, %lld x form %s, from %p", method_name(method_),
                (long long)m.bytes, (long long)m.count, type::to_string(m.form).c_str(), user);
     if (method_ == Method::kOneShot && s->dev) {
-      // A contiguous message the copy agent can write into the mapped
-      // staging: no launch, no synchronisation.
-      if (int64_t base = 0;
-          contiguous_at(m, &base) &&
-          agent_copy(s->dev, static_cast<const char*>(user) + base, static_cast<size_t>(m.bytes)))
+      // A contiguous message: the copy agent writes it into the mapped
+      // staging (no launch, no synchronisation), or the copy engines do,
+      // about 2 us less than a kernel and its wait
+      // (docs/results/p2p-h200-targets.md, floors).
+      if (int64_t base = 0; contiguous_at(m, &base)) {
+        const char* from = static_cast<const char*>(user) + base;
+        const size_t n = static_cast<size_t>(m.bytes);
+        if (agent_copy(s->dev, from, n)) return s;
+        LOOM_TRY(cuda_status(cudaMemcpyAsync(s->host, from, n, cudaMemcpyDeviceToHost, stream_),
+                             "copy to host"));
+        LOOM_TRY(finish("pack"));
         return s;
+      }
       LOOM_TRY(pack::gpu_pack(*gl.value(), user, s->dev, stream_));
       LOOM_TRY(finish("pack"));
       return s;
@@ -161,9 +168,13 @@ class GpuMover final : public Mover {
   Status unpack(const Message& m, const Staged& s, size_t received, void* user) override {
     if (received == 0 || m.bytes == 0) return Status::ok();
     const char* src = static_cast<const char*>(s.dev);
-    if (int64_t base = 0; method_ == Method::kOneShot && src && contiguous_at(m, &base) &&
-                          agent_copy(static_cast<char*>(user) + base, src, received))
-      return Status::ok();
+    if (int64_t base = 0; method_ == Method::kOneShot && src && contiguous_at(m, &base)) {
+      char* to = static_cast<char*>(user) + base;  // as pack(): the agent, or the copy engines
+      if (agent_copy(to, src, received)) return Status::ok();
+      LOOM_TRY(cuda_status(cudaMemcpyAsync(to, s.host, received, cudaMemcpyHostToDevice, stream_),
+                           "copy to device"));
+      return finish("unpack");
+    }
     pack::PoolLease scratch;
     if (method_ != Method::kOneShot || !src) {
       auto l = scratch_lease(received);
