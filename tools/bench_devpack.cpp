@@ -2,32 +2,24 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <functional>
-#include <vector>
 
 #ifdef LOOM_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+
+#include "timing.hpp"
 
 namespace loom::tools {
 
 #ifdef LOOM_HAVE_CUDA
 namespace {
 
-// Median seconds of op() over `iters` calls, after a warm-up.
-double median_s(const std::function<void()>& op, int iters) {
-  for (int i = 0; i < 5; ++i) op();
-  std::vector<double> t(static_cast<size_t>(iters));
-  for (auto& x : t) {
-    const auto a = std::chrono::steady_clock::now();
-    op();
-    x = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-  }
-  std::nth_element(t.begin(), t.begin() + iters / 2, t.end());
-  return t[static_cast<size_t>(iters / 2)];
+// Median seconds of op() over `iters` calls, after five warm-up calls.
+template <class F>
+double median_s(F&& op, int iters) {
+  for (int i = 0; i < 4; ++i) op();
+  return median_seconds(op, iters);  // its own warm-up call is the fifth
 }
 
 }  // namespace
