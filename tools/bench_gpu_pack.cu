@@ -519,6 +519,13 @@ void run_floors(Bench& b) {
   uint32_t* flag_dev = reinterpret_cast<uint32_t*>(hd + max);
   uint32_t ticket = 0;
   *flag = 0;
+  auto wait_ticket = [&] {  // the stream writes the next ticket after its work; spin on it
+    if (write32(reinterpret_cast<CUstream>(b.stream), reinterpret_cast<CUdeviceptr>(flag_dev),
+                ++ticket, 0) != CUDA_SUCCESS)
+      check(cudaErrorUnknown, "cuStreamWriteValue32", __LINE__);
+    while (*flag != ticket) {
+    }
+  };
   auto agent = loom::pack::make_gpu_proxy(200 * 1000);
   check_status(agent.status(), "make_gpu_proxy");
   loom::pack::ProxyQueue& q = *agent.value();
@@ -547,31 +554,21 @@ void run_floors(Bench& b) {
     const double ddf = host_median_us(
         [&] {
           CK(cudaMemcpyAsync(d1, d0, n, cudaMemcpyDeviceToDevice, b.stream));
-          if (write32(reinterpret_cast<CUstream>(b.stream), reinterpret_cast<CUdeviceptr>(flag_dev),
-                      ++ticket, 0) != CUDA_SUCCESS)
-            check(cudaErrorUnknown, "cuStreamWriteValue32", __LINE__);
-          while (*flag != ticket) {
-          }
+          wait_ticket();
         },
         reps);
     const size_t words = n / 16;
     const int grid = static_cast<int>(std::min<size_t>(std::max<size_t>(1, (words + 255) / 256),
                                                        size_t{4} * static_cast<size_t>(b.sms)));
-    const double dkf =
-        words == 0
-            ? 0.0
-            : host_median_us(
-                  [&] {
-                    copy_kernel<<<grid, 256, 0, b.stream>>>(
-                        reinterpret_cast<uint4*>(d1), reinterpret_cast<const uint4*>(d0), words);
-                    if (write32(reinterpret_cast<CUstream>(b.stream),
-                                reinterpret_cast<CUdeviceptr>(flag_dev), ++ticket,
-                                0) != CUDA_SUCCESS)
-                      check(cudaErrorUnknown, "cuStreamWriteValue32", __LINE__);
-                    while (*flag != ticket) {
-                    }
-                  },
-                  reps);
+    const double dkf = words == 0 ? 0.0
+                                  : host_median_us(
+                                        [&] {
+                                          copy_kernel<<<grid, 256, 0, b.stream>>>(
+                                              reinterpret_cast<uint4*>(d1),
+                                              reinterpret_cast<const uint4*>(d0), words);
+                                          wait_ticket();
+                                        },
+                                        reps);
     const double dh = memcpy_us(h, d0, cudaMemcpyDeviceToHost);
     const double hdv = memcpy_us(d1, h, cudaMemcpyHostToDevice);
     const double add = agent_us(d1, d0);
