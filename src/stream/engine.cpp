@@ -1,6 +1,7 @@
 #include "stream/engine.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "mpi/errors.hpp"
@@ -8,9 +9,19 @@
 #include "mpi/runtime.hpp"
 #include "stream/enqueue.hpp"
 #include "stream/pair.hpp"
+#include "util/knobs.hpp"
 #include "util/log.hpp"
 
 namespace loom::stream {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Channel>> Channel::create(std::shared_ptr<Lane> lane) {
   auto ch = std::make_shared<Channel>();
@@ -62,6 +73,7 @@ void Channel::release(const Slot& s) {
 }
 
 Engine::Engine() : pairs_(std::make_unique<Pairs>()) {
+  tracing_ = !knobs().stream_trace.empty();
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &world_);
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &answers_);
   void* ub = nullptr;
@@ -89,6 +101,7 @@ void Engine::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (tracing_) write_trace();
   {
     std::lock_guard<std::mutex> lk(hs_mu_);
     host_streams_.clear();
@@ -101,6 +114,7 @@ void Engine::shutdown() {
 }
 
 void Engine::submit(std::shared_ptr<Op> op) {
+  if (tracing_) op->t_enqueued = now_ns();
   op->ch->in_flight.fetch_add(1);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -191,6 +205,7 @@ bool Engine::post(Op& op) {
   LOOM_DEBUG(kMpi, "stream thread: posted (%d)", rc);
   op.posted = true;
   op.posted_at = std::chrono::steady_clock::now();
+  if (tracing_) op.t_posted = now_ns();
   if (rc != MPI_SUCCESS) {
     // Its arguments were checked when it was enqueued: the caller cannot be
     // told any more, so this is an error line (tests fail on it).
@@ -227,6 +242,7 @@ bool Engine::test(Op& op) {
 
 void Engine::finish(Op& op) {
   host_actions.fetch_add(1, std::memory_order_relaxed);
+  if (tracing_) op.t_done = now_ns();
   if (op.kind == Op::Kind::kRecv && op.tail_fix && op.st.MPI_ERROR == MPI_SUCCESS) {
     MPI_Count got = 0;
     MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
@@ -336,6 +352,7 @@ void Engine::run() {
         continue;
       }
       retired(**it);
+      if (tracing_) trace(**it);
       (*it)->ch->in_flight.fetch_sub(1);
       it = retiring.erase(it);
     }
@@ -357,6 +374,32 @@ void Engine::run() {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+}
+
+void Engine::trace(const Op& op) {
+  char row[192];
+  std::snprintf(row, sizeof(row), "%s,%lld,%d,%d,%d,%lld,%lld,%lld,%lld\n",
+                op.kind == Op::Kind::kSend   ? "send"
+                : op.kind == Op::Kind::kRecv ? "recv"
+                                             : "allreduce",
+                static_cast<long long>(op.bytes), op.peer, op.tag, op.pulled || op.lent_seq,
+                static_cast<long long>(op.t_enqueued), static_cast<long long>(op.t_posted),
+                static_cast<long long>(op.t_done), static_cast<long long>(now_ns()));
+  trace_.emplace_back(row);
+}
+
+void Engine::write_trace() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const std::string path = knobs().stream_trace + "." + std::to_string(rank) + ".csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    LOOM_WARN(kMpi, "LOOM_STREAM_TRACE: cannot write %s", path.c_str());
+    return;
+  }
+  std::fputs("op,bytes,peer,tag,lent,enqueued_ns,posted_ns,done_ns,retired_ns\n", f);
+  for (const std::string& r : trace_) std::fputs(r.c_str(), f);
+  std::fclose(f);
 }
 
 Engine* engine(MPI_Comm comm, int* rc) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -118,6 +119,10 @@ struct Op {
   void* user = nullptr;
   size_t expect = 0;
   Block staging, staging2;
+  // A pulled receive above LOOM_STREAM_PINNED_MAX: the MPI lands its bytes
+  // in reserved address space (`landing`); raw bytes are copied into pinned
+  // memory (`raw_copy`) when they land (enqueue.cpp, lands_in_reserve).
+  Block landing, raw_copy;
   // Completion, for the requests of MPIX_I*_enqueue and MPIS rounds.
   std::mutex mu;
   MPI_Status* status_out = nullptr;  // written at completion (under mu)
@@ -130,6 +135,9 @@ struct Op {
   bool posted = false, released = false;
   std::chrono::steady_clock::time_point posted_at{};
   bool overdue = false;  // said so once
+  // LOOM_STREAM_TRACE: when it was enqueued, posted, done (steady clock, ns).
+  int64_t t_enqueued = 0, t_posted = 0, t_done = 0;
+  int64_t bytes = 0;  // the message's packed bytes (a receive: its buffer's)
 };
 
 // Pulled receives: what landed (a header's bytes found, raw bytes in
@@ -178,6 +186,11 @@ class Engine {
 
  private:
   void run();
+  // LOOM_STREAM_TRACE: a row per retired operation, written at shutdown.
+  void trace(const Op& op);
+  void write_trace();
+  bool tracing_ = false;
+  std::vector<std::string> trace_;
   bool post(Op& op);
   bool test(Op& op);
   void finish(Op& op);

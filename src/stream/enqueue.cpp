@@ -1,8 +1,11 @@
 #include "stream/enqueue.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "mpi/device_message.hpp"
 #include "mpi/device_pull.hpp"
@@ -112,12 +115,48 @@ size_t pulled_bytes(const Buffer& b) {
   return (n + 15) / 16 * 16;
 }
 
+// Most pulled receives get a 128-byte header (the sender lent its bytes);
+// the MPI needs room for the whole message only when it comes raw. Above
+// LOOM_STREAM_PINNED_MAX that room is reserved address space, which costs
+// nothing where the MPI does not write, instead of pinned staging: leasing
+// a block of tens of MiB that the pool had no free copy of allocated and
+// pinned it, 10-50 ms in the middle of a 16-64 MiB ping-pong
+// (docs/results/stream-h200-landing.md).
+bool lands_in_reserve(const Buffer& b) {
+  const std::string& v = knobs().stream_pinned_max;
+  if (v == "off") return false;
+  return pulled_bytes(b) > static_cast<size_t>(std::max(0LL, std::atoll(v.c_str())));
+}
+
+Result<Block> reserve(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return Status(Err::kNoMemory, "no address space for an enqueued receive");
+  Block b;
+  b.host = p;
+  b.bytes = bytes;
+  b.hold = std::shared_ptr<void>(p, [bytes](void* q) { munmap(q, bytes); });
+  return b;
+}
+
+// Pinned memory of the receive's lane holding `bytes` of what landed in
+// reserve (copied from `from`, or filled by the caller when null).
+Result<void*> raw_block(Op& op, size_t bytes, const void* from) {
+  auto blk = op.ch->lane().alloc(bytes ? bytes : 1);
+  if (!blk) return blk.status();
+  op.raw_copy = std::move(blk.value());
+  if (from) std::memcpy(op.raw_copy.host, from, bytes);
+  return op.raw_copy.dev ? op.raw_copy.dev : op.raw_copy.host;
+}
+
 }  // namespace
 
 Result<Block> staging_for(Lane& lane, const Buffer& b) {
   if (b.how == Buffer::How::kHost || b.how == Buffer::How::kDirect || b.how == Buffer::How::kLent)
     return Block{};
-  if (b.how == Buffer::How::kPulled) return lane.alloc(pulled_bytes(b) + sizeof(Landed));
+  if (b.how == Buffer::How::kPulled)
+    return lane.alloc((lands_in_reserve(b) ? transport::kHeaderBytes : pulled_bytes(b)) +
+                      sizeof(Landed));
   return lane.alloc(b.staged_bytes());
 }
 
@@ -137,6 +176,7 @@ void byte_args(size_t bytes, Op& op) {
 Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
                   const Block& staging, Op& op) {
   op.kind = Op::Kind::kSend;
+  op.bytes = b.msg.bytes;
   switch (b.how) {
     case Buffer::How::kDirect:  // Loom's MPI_Isend from the stream thread moves it
     case Buffer::How::kHost:
@@ -187,6 +227,7 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
 Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Datatype type,
                   const Block& staging, Op& op) {
   op.kind = Op::Kind::kRecv;
+  op.bytes = b.msg.bytes;
   op.release_on_post = false;
   switch (b.how) {
     case Buffer::How::kDirect:  // the data is in place when Loom's receive completes
@@ -200,11 +241,20 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
       return Status(Err::kInternal, "a lent buffer received into");
     case Buffer::How::kPulled: {
       const size_t post = pulled_bytes(b);
-      op.rbuf = staging.host;
+      if (lands_in_reserve(b)) {
+        auto r = reserve(post);
+        if (!r) return r.status();
+        op.landing = std::move(r.value());
+        op.rbuf = op.landing.host;
+        op.landed =
+            reinterpret_cast<Landed*>(static_cast<char*>(staging.host) + transport::kHeaderBytes);
+      } else {
+        op.rbuf = staging.host;
+        op.landed = reinterpret_cast<Landed*>(static_cast<char*>(staging.host) + post);
+      }
       byte_args(post, op);
       op.raw = true;  // a header is Loom's to read, here
       op.pulled = true;
-      op.landed = reinterpret_cast<Landed*>(static_cast<char*>(staging.host) + post);
       op.msg = b.msg;
       op.keep = b.keep;
       op.user = buf;
@@ -268,12 +318,15 @@ void land(Op& op) {
   Runtime* rt = runtime();
   Landed out;
   out.address = reinterpret_cast<uintptr_t>(op.staging.dev ? op.staging.dev : op.staging.host);
+  // Where the MPI put what came (reserve above LOOM_STREAM_PINNED_MAX).
+  const bool reserved = op.landing.host != nullptr;
+  void* arrived = reserved ? op.landing.host : op.staging.host;
   MPI_Count got = 0;
   MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
   transport::Header h;
   if (op.st.MPI_ERROR != MPI_SUCCESS) {
     // nothing landed that the stream may copy
-  } else if (got > 0 && rt->rv->is_header(op.staging.host, static_cast<size_t>(got), &h)) {
+  } else if (got > 0 && rt->rv->is_header(arrived, static_cast<size_t>(got), &h)) {
     op.st.MPI_ERROR = mpi::settle(h, op.expect, op.st);
     if (op.st.MPI_ERROR != MPI_SUCCESS) {
       rt->rv->discard(h);  // the sender's memory is free either way
@@ -299,14 +352,41 @@ void land(Op& op) {
     } else {
       // Chunks, a channel, or a sender's own layout: into staging here, as
       // a receive into host memory takes them.
-      op.st.MPI_ERROR =
-          mpi::pull_into_host(*rt->rv, h, op.staging.host, op.count, op.type, op.comm, op.st);
-      if (op.st.MPI_ERROR == MPI_SUCCESS) out.bytes = h.bytes;
+      void* into = op.staging.host;
+      if (reserved) {
+        auto at = raw_block(op, op.landing.bytes, nullptr);
+        if (!at) {
+          LOOM_LOG(kError, kMpi, "enqueued receive: %s", at.status().message().c_str());
+          rt->rv->discard(h);
+          op.st.MPI_ERROR = MPI_ERR_NO_MEM;
+          into = nullptr;
+        } else {
+          LOOM_DEBUG(kMpi, "enqueued receive: a header's bytes pulled into pinned memory");
+          into = op.raw_copy.host;
+          out.address = reinterpret_cast<uintptr_t>(at.value());
+        }
+      }
+      if (into) {
+        op.st.MPI_ERROR = mpi::pull_into_host(*rt->rv, h, into, op.count, op.type, op.comm, op.st);
+        if (op.st.MPI_ERROR == MPI_SUCCESS) out.bytes = h.bytes;
+      }
     }
   } else if (static_cast<size_t>(got) > op.expect) {
     // Staging holds a header's worth: more than the receive takes.
     MPI_Status_set_elements_x(&op.st, MPI_BYTE, static_cast<MPI_Count>(op.expect));
     op.st.MPI_ERROR = MPI_ERR_TRUNCATE;
+  } else if (reserved && got > 0) {
+    // Raw bytes in reserve: into pinned memory the stream's copy reaches.
+    auto at = raw_block(op, static_cast<size_t>(got), op.landing.host);
+    if (at) {
+      out.address = reinterpret_cast<uintptr_t>(at.value());
+      out.bytes = static_cast<uint64_t>(got);
+      LOOM_DEBUG(kMpi, "enqueued receive: %lld raw bytes copied out of reserve",
+                 static_cast<long long>(got));
+    } else {
+      LOOM_LOG(kError, kMpi, "enqueued receive: %s", at.status().message().c_str());
+      op.st.MPI_ERROR = MPI_ERR_NO_MEM;
+    }
   } else {
     out.bytes = static_cast<uint64_t>(got);
   }

@@ -107,6 +107,15 @@ namespace loom {
   X(test_stream_direct, "LOOM_TEST_STREAM_DIRECT", "0",                                         \
     "test only: enqueued device messages go by Loom's own point-to-point from the stream "      \
     "thread; can deadlock on a GPU (docs/stream.md)")                                           \
+  X(stream_pinned_max, "LOOM_STREAM_PINNED_MAX", "1048576",                                     \
+    "an enqueued device receive that may be lent a message (LOOM_STREAM_LEND) keeps pinned "    \
+    "staging for the whole message up to this many bytes; above, the MPI lands it in "          \
+    "reserved address space (a lent message's header touches one page) and bytes that come "    \
+    "raw are copied into pinned memory when they land; off: always pinned")                                         \
+  X(stream_trace, "LOOM_STREAM_TRACE", "",                                                     \
+    "diagnostics: a path prefix; each rank's stream engine writes PREFIX.RANK.csv at "          \
+    "finalize, a row per enqueued operation with the times (CLOCK_MONOTONIC ns, one clock "     \
+    "for the node) it was enqueued, posted to the MPI, done and retired")                       \
   X(stats, "LOOM_STATS", "0",                                                                   \
     "each rank prints where its time went inside Loom (phases of the device paths: calls, "     \
     "total and mean time) at MPI_Finalize")                                                     \

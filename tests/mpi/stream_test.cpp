@@ -179,7 +179,20 @@ TEST_F(Stream, EnqueuedAndRegularMessagesMeet) {
     auto seen = std::make_shared<std::vector<unsigned char>>();
     on_stream(s_, [&b, seen] { *seen = b.bytes; });
     ASSERT_EQ(MPIX_Recv_enqueue(small.origin(), 1, u, peer, 32, comm_, &st2), MPI_SUCCESS);
+    // A message too short for a header (its bytes come raw) into a receive
+    // that could take a lent one.
+    Buffer wide(MPI_DOUBLE, 64, 0);
+    const Buffer wide0 = wide;
+    MPI_Status st3;
+    ASSERT_EQ(MPIX_Recv_enqueue(wide.origin(), 64, MPI_DOUBLE, peer, 33, comm_, &st3), MPI_SUCCESS);
+    auto seen_wide = std::make_shared<std::vector<unsigned char>>();
+    on_stream(s_, [&wide, seen_wide] { *seen_wide = wide.bytes; });
     sync();
+    Buffer three(MPI_DOUBLE, 3, 5);
+    EXPECT_EQ(*seen_wide, expected(MPI_DOUBLE, 3, three, MPI_DOUBLE, 64, wide0));
+    int got3 = -1;
+    MPI_Get_count(&st3, MPI_DOUBLE, &got3);
+    EXPECT_EQ(got3, 3);
     EXPECT_EQ(*seen, expected(t, 2, sent, t, 2, b0));
     EXPECT_EQ(st.MPI_SOURCE, peer);
     EXPECT_EQ(st.MPI_TAG, 31);
@@ -193,6 +206,8 @@ TEST_F(Stream, EnqueuedAndRegularMessagesMeet) {
     EXPECT_EQ(a.bytes, expected(t, 2, sent, t, 2, a0));
     ASSERT_EQ(MPI_Send(a.origin(), 2, t, peer, 31, comm_), MPI_SUCCESS);
     ASSERT_EQ(MPI_Send(two.origin(), 2, u, peer, 32, comm_), MPI_SUCCESS);
+    Buffer three(MPI_DOUBLE, 3, 5);
+    ASSERT_EQ(MPI_Send(three.origin(), 3, MPI_DOUBLE, peer, 33, comm_), MPI_SUCCESS);
   }
   MPI_Type_free(&t);
   MPI_Type_free(&u);
