@@ -10,6 +10,7 @@ One PNG per CSV, its kind read from its columns:
   halo         (loom-halo --csv: ...,mode,method,us_per_exchange,...)  time per exchange, speed-up
                over naive staging and time over the hand-packed reference, bars per mode,
                a group per grid
+  strided      (tools/peers/strided_transfer.py: op,bytes,GB/s,...)  GB/s vs bytes, a line per op
   ddtbench     (loom-ddtbench --csv: pattern,...,pack_us,d2d_bound_us,...)  pack and unpack
                speed per pattern beside the device-to-device copy bound and the naive path,
                and ping-pong times where measured
@@ -63,6 +64,8 @@ def kind_of(header):
         return "ddtbench"
     if {"source", "op", "target", "block", "GB/s"} <= h:
         return "pack"
+    if {"op", "bytes", "GB/s"} <= h:
+        return "strided"
     if {"label", "test", "type", "bytes", "value"} <= h:
         return "p2p"
     if {"case", "method", "measured_us", "predicted_us"} <= h:
@@ -331,7 +334,21 @@ def plot_pack(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+def plot_strided(plt, header, rows, title):
+    """tools/peers/strided_transfer.py: GB/s of packed data by size, a line per copy."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for j, op in enumerate(OrderedDict.fromkeys(r["op"] for r in rows)):
+        pts = sorted((number(r["bytes"]), number(r["GB/s"])) for r in rows if r["op"] == op)
+        ax.plot(*zip(*pts), marker="o", ms=3, label=op, color=f"C{j}")
+    size_axis(ax, "packed bytes")
+    ax.set_yscale("log")
+    ax.set_ylabel("GB/s of packed data")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+PLOTS = {"strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
          "sweep": plot_sweep, "pack": plot_pack}
 
 

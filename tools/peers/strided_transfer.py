@@ -6,7 +6,7 @@ contiguous; unpack: contiguous to strided; transfer: strided to strided, as
 a zero-copy derived-type message moves it) and the copy engines' own 2D
 copy (cudaMemcpy2DAsync through CuPy, strided to strided). Each is timed
 alone by CUDA events, median of `iters`. Prints CSV:
-op,packed bytes,GB/s of packed data,ratio to the contiguous copy.
+op,bytes (packed),GB/s of packed data,ratio to the contiguous copy.
 
     python3 tools/peers/strided_transfer.py [--iters 50]
 """
@@ -39,7 +39,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=50)
     args = ap.parse_args()
-    print("op,packed bytes,GB/s,ratio to contiguous")
+    print("op,bytes,GB/s,ratio to contiguous")
     for packed in (1 << 20, 16 << 20, 256 << 20):
         n = packed // 8
         a = torch.ones(2 * n, dtype=torch.float64, device="cuda")
