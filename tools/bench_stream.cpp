@@ -288,7 +288,7 @@ double halo_mpis(Setup& x, Halo& h, int iters, int window) {
   return t;
 }
 
-void halo_table(Setup& x, bool quick) {
+void halo_table(Setup& x, bool quick, FILE* csv, const std::string& device) {
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (x.me == 0) {
@@ -327,6 +327,9 @@ void halo_table(Setup& x, bool quick) {
     if (x.me == 0)
       std::printf("| %d | %.1f | %.1f [%.0f] | %.2fx | %.1f [%.0f] | %.2fx |\n", n, c * 1e6,
                   e * 1e6, ea, c / e, p * 1e6, pa, c / p);
+    if (csv)
+      std::fprintf(csv, "halo,%d,%d,%.2f,%.2f,%.1f,%.2f,%.1f,%s\n", size, n, c * 1e6, e * 1e6, ea,
+                   p * 1e6, pa, device.c_str());
     if (x.emulated) {
       std::free(h.grid);
     } else {
@@ -340,7 +343,7 @@ void halo_table(Setup& x, bool quick) {
 
 }  // namespace
 
-int bench_stream(bool quick) {
+int bench_stream(bool quick, const char* csv_path) {
   Setup x;
   int size = 0, provided = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &x.me);
@@ -397,6 +400,20 @@ int bench_stream(bool quick) {
     if (x.me == 0) std::fprintf(stderr, "stream: could not set up the stream (error %d)\n", rc);
     return 1;
   }
+  std::string device_csv = device;  // a CSV field: no commas
+  for (char& ch : device_csv)
+    if (ch == ',') ch = ';';
+  FILE* csv = nullptr;
+  if (csv_path && x.me == 0) {
+    csv = std::fopen(csv_path, "w");
+    if (!csv) {
+      std::fprintf(stderr, "loom-bench: cannot write %s\n", csv_path);
+      return 1;
+    }
+    // size: bytes (pingpong) or n, a rank's n^3 cells (halo); times in us.
+    std::fprintf(csv, "table,ranks,size,cpu_driven_us,mpix_us,mpix_host_actions,mpis_us,"
+                      "mpis_host_actions,device\n");
+  }
   if (size == 2 && x.me == 0) {
     std::printf(
         "loom-bench stream: 2 ranks, %s; round trip (kernel + send + receive on both "
@@ -425,9 +442,13 @@ int bench_stream(bool quick) {
     if (x.me == 0)
       std::printf("| %s | %.1f | %.1f [%.0f] | %.2f | %.1f [%.0f] | %.2f |\n", size_name(n).c_str(),
                   c * 1e6, e * 1e6, ea, e / c, p * 1e6, pa, p / c);
+    if (csv)
+      std::fprintf(csv, "pingpong,2,%zu,%.2f,%.2f,%.1f,%.2f,%.1f,%s\n", n, c * 1e6, e * 1e6, ea,
+                   p * 1e6, pa, device_csv.c_str());
   }
   if (x.me == 0 && size != 2) std::printf("loom-bench stream: %s\n", device.c_str());
-  halo_table(x, quick);
+  halo_table(x, quick, csv, device_csv);
+  if (csv) std::fclose(csv);
   MPIS_Queue_free(&x.q);
   MPI_Comm_free(&x.comm);
   MPIX_Stream_free(&x.stream);

@@ -3,5 +3,5 @@
 #pragma once
 
 namespace loom::tools {
-int bench_stream(bool quick);
+int bench_stream(bool quick, const char* csv = nullptr);
 }  // namespace loom::tools

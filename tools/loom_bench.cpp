@@ -224,7 +224,7 @@ const char* kUsage =
     "options:\n"
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
-    "  --csv FILE   coll, pingpong: also write the rows to FILE (rank 0)\n"
+    "  --csv FILE   coll, pingpong, stream: also write the rows to FILE (rank 0)\n"
     "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
     "  --from BYTES coll: only sizes of at least BYTES a rank\n"
     "  --second NAME  coll: the engine the \"node engine\" column forces (default node;\n"
@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)
            : std::strcmp(argv[1], "coll") == 0
                ? loom::tools::bench_coll(quick, csv, nonblocking, from, second)
-           : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick)
+           : std::strcmp(argv[1], "stream") == 0  ? loom::tools::bench_stream(quick, csv)
            : std::strcmp(argv[1], "memtype") == 0 ? loom::tools::bench_memtype(quick)
            : std::strcmp(argv[1], "devpack") == 0 ? loom::tools::bench_devpack(quick)
                                                   : bench_passthrough(quick);

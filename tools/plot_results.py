@@ -11,6 +11,8 @@ One PNG per CSV, its kind read from its columns:
                over naive staging and time over the hand-packed reference, bars per mode,
                a group per grid
   strided      (tools/peers/strided_transfer.py: op,bytes,GB/s,...)  GB/s vs bytes, a line per op
+  stream       (loom-bench stream --csv: table,ranks,size,cpu_driven_us,mpix_us,mpis_us,...)
+               time of a round trip (ping-pong) or an iteration (halo) vs size, a line per way
   ddtbench     (loom-ddtbench --csv: pattern,...,pack_us,d2d_bound_us,...)  pack and unpack
                speed per pattern beside the device-to-device copy bound and the naive path,
                and ping-pong times where measured
@@ -66,6 +68,8 @@ def kind_of(header):
         return "pack"
     if {"op", "bytes", "GB/s"} <= h:
         return "strided"
+    if {"table", "ranks", "size", "cpu_driven_us", "mpix_us", "mpis_us"} <= h:
+        return "stream"
     if {"label", "test", "type", "bytes", "value"} <= h:
         return "p2p"
     if {"case", "method", "measured_us", "predicted_us"} <= h:
@@ -348,7 +352,33 @@ def plot_strided(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+def plot_stream(plt, header, rows, title):
+    """loom-bench stream: CPU-driven, MPIX_*_enqueue and MPIS_* by size, a
+    panel per table (ping-pong by bytes, halo by n)."""
+    panels = list(OrderedDict.fromkeys((r["table"], r["ranks"]) for r in rows))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.0), squeeze=False)
+    for i, (table, ranks) in enumerate(panels):
+        ax = axes[0][i]
+        sel = [r for r in rows if r["table"] == table and r["ranks"] == ranks]
+        for j, (col, name) in enumerate((("cpu_driven_us", "CPU-driven"),
+                                         ("mpix_us", "MPIX_*_enqueue"), ("mpis_us", "MPIS_*"))):
+            pts = sorted((number(r["size"]), number(r[col])) for r in sel)
+            ax.plot(*zip(*pts), marker="o", ms=3, label=name, color=f"C{j}")
+        if table == "pingpong":
+            size_axis(ax)
+            ax.set_ylabel("µs a round trip")
+        else:
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("n (n^3 cells a rank)")
+            ax.set_ylabel("µs an iteration")
+        ax.set_yscale("log")
+        ax.set_title(f"{table}, {ranks} ranks", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+PLOTS = {"stream": plot_stream, "strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
          "sweep": plot_sweep, "pack": plot_pack}
 
 
