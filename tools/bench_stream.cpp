@@ -411,8 +411,9 @@ int bench_stream(bool quick, const char* csv_path) {
       return 1;
     }
     // size: bytes (pingpong) or n, a rank's n^3 cells (halo); times in us.
-    std::fprintf(csv, "table,ranks,size,cpu_driven_us,mpix_us,mpix_host_actions,mpis_us,"
-                      "mpis_host_actions,device\n");
+    std::fprintf(csv,
+                 "table,ranks,size,cpu_driven_us,mpix_us,mpix_host_actions,mpis_us,"
+                 "mpis_host_actions,device\n");
   }
   if (size == 2 && x.me == 0) {
     std::printf(

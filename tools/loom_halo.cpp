@@ -7,6 +7,9 @@
 //   loom      Isend/Irecv/Waitall of the subarray types on the device grid,
 //             one message per neighbour and quantity, through Loom, once for
 //             each method of --methods (loom_set_method)
+//   loom4d    Isend/Irecv/Waitall, one message per neighbour: {q, z, y, x}
+//             subarray types (all quantities, as hand and neighbor send
+//             them), through Loom as it stands (auto unless LOOM_METHOD)
 //   naive     the whole grid copied to host memory, the same exchange there,
 //             copied back
 //   hand      the app's own pack kernel (all boxes, one launch) into one
@@ -51,7 +54,7 @@ struct Options {
   int iters = 20;
   int warmup = 2;
   bool pitched = true;
-  std::vector<std::string> modes = {"loom", "naive", "hand", "neighbor"};
+  std::vector<std::string> modes = {"loom", "loom4d", "naive", "hand", "neighbor"};
   std::vector<std::string> methods = {"auto", "device", "oneshot", "staged"};
   std::string csv;
   bool corrupt = false;
@@ -64,7 +67,7 @@ const char* kUsage =
     "  --q N                  quantities (8)\n"
     "  --r N                  halo radius, 1..min(nx, ny, nz) (3)\n"
     "  --iters N              timed exchanges per mode (20), after --warmup N (2)\n"
-    "  --modes LIST           of loom,naive,hand,neighbor (all)\n"
+    "  --modes LIST           of loom,loom4d,naive,hand,neighbor (all)\n"
     "  --methods LIST         Loom methods of mode loom: auto,device,oneshot,staged (all),\n"
     "                         as-is (as LOOM_METHOD left it; also under LOOM_DISABLE=1)\n"
     "  --alloc 3d|linear      cudaMalloc3D (pitched rows) or cudaMalloc (3d)\n"
@@ -133,7 +136,7 @@ std::string parse(int argc, char** argv, Options& o) {
     } else if (a == "--modes") {
       o.modes = split(v);
       for (const std::string& m : o.modes)
-        if (m != "loom" && m != "naive" && m != "hand" && m != "neighbor")
+        if (m != "loom" && m != "loom4d" && m != "naive" && m != "hand" && m != "neighbor")
           return "unknown mode '" + m + "'";
     } else if (a == "--methods") {
       o.methods = split(v);
@@ -322,6 +325,15 @@ class Halo {
     MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
   }
   void loom_step() { p2p(grid_); }
+  // One message per neighbour, all quantities in one {q, z, y, x} subarray.
+  void loom4d_step() {
+    reqs_.assign(2 * kDirections, MPI_REQUEST_NULL);
+    for (int k = 0; k < kDirections; ++k)
+      MPI_Irecv(grid_, 1, recv4_[k], nbr_[k], opposite(k), cart_, &reqs_[k]);
+    for (int k = 0; k < kDirections; ++k)
+      MPI_Isend(grid_, 1, send4_[k], nbr_[k], k, cart_, &reqs_[kDirections + k]);
+    MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE);
+  }
   void naive_step() {
     if (!host_) host_ = static_cast<double*>(dev_.alloc_host(grid_bytes()));
     dev_.to_host(host_, grid_, grid_bytes());
@@ -497,6 +509,7 @@ int run(const Options& o) {
       if (mode != "loom") {
         Row row{mode, "", -1, false, ""};
         tools::cli::progress("loom-halo", "mode %s", mode.c_str());
+        if (mode == "loom4d") h.run(row, [&] { h.loom4d_step(); });
         if (mode == "naive") h.run(row, [&] { h.naive_step(); });
         if (mode == "hand") h.run(row, [&] { h.hand_step(); });
         if (mode == "neighbor") h.run(row, [&] { h.neighbor_step(); });
