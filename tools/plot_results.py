@@ -311,6 +311,16 @@ def plot_model(plt, header, rows, title):
     return fig
 
 
+def lines_by(ax, rows, key, groups, x, y):
+    """A line per group (rows whose `key` is it; colours by place in
+    `groups`, so they agree across panels): y against x, positive points."""
+    for j, g in enumerate(groups):
+        pts = sorted((number(r[x]), number(r[y])) for r in rows if r[key] == g)
+        pts = [(a, b) for a, b in pts if a and b and b > 0]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=3, label=g, color=f"C{j}")
+
+
 def plot_pack(plt, header, rows, title):
     """loom-bench devpack beside tools/peers/torch_pack.py: GB/s by block
     size, a panel per operation and packed size, a line per source."""
@@ -321,12 +331,8 @@ def plot_pack(plt, header, rows, title):
     fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 3.8 * nrows), squeeze=False)
     for i, (op, target) in enumerate(panels):
         ax = axes[i // cols][i % cols]
-        for j, src in enumerate(sources):
-            pts = sorted((number(r["block"]), number(r["GB/s"])) for r in rows
-                         if r["op"] == op and int(r["target"]) == target and r["source"] == src)
-            pts = [(b, v) for b, v in pts if b and v and v > 0]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", ms=3, label=src, color=f"C{j}")
+        lines_by(ax, [r for r in rows if r["op"] == op and int(r["target"]) == target], "source",
+                 sources, "block", "GB/s")
         size_axis(ax, "block size")
         ax.set_yscale("log")
         ax.set_ylabel("GB/s")
@@ -341,9 +347,7 @@ def plot_pack(plt, header, rows, title):
 def plot_strided(plt, header, rows, title):
     """tools/peers/strided_transfer.py: GB/s of packed data by size, a line per copy."""
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for j, op in enumerate(OrderedDict.fromkeys(r["op"] for r in rows)):
-        pts = sorted((number(r["bytes"]), number(r["GB/s"])) for r in rows if r["op"] == op)
-        ax.plot(*zip(*pts), marker="o", ms=3, label=op, color=f"C{j}")
+    lines_by(ax, rows, "op", list(OrderedDict.fromkeys(r["op"] for r in rows)), "bytes", "GB/s")
     size_axis(ax, "packed bytes")
     ax.set_yscale("log")
     ax.set_ylabel("GB/s of packed data")

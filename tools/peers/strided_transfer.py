@@ -11,28 +11,15 @@ op,bytes (packed),GB/s of packed data,ratio to the contiguous copy.
     python3 tools/peers/strided_transfer.py [--iters 50]
 """
 import argparse
-import statistics
 
 import torch
+
+from cuda_events import kernel_timed  # tools/peers/, beside this script
 
 try:
     import cupy
 except ImportError:  # the 2D copy rows are left out
     cupy = None
-
-
-def kernel_timed(fn, iters):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(iters):
-        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        z.record()
-        z.synchronize()
-        ts.append(a.elapsed_time(z) / 1e3)
-    return statistics.median(ts)
 
 
 def main():

@@ -15,6 +15,8 @@ import time
 
 import torch
 
+from cuda_events import kernel_timed  # tools/peers/, beside this script
+
 
 def timed(fn, iters):
     for _ in range(5):
@@ -26,20 +28,6 @@ def timed(fn, iters):
         fn()
         torch.cuda.synchronize()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
-def kernel_timed(fn, iters):
-    for _ in range(5):
-        fn()
-    ts = []
-    for _ in range(iters):
-        a, z = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        z.record()
-        z.synchronize()
-        ts.append(a.elapsed_time(z) / 1e3)
     return statistics.median(ts)
 
 
