@@ -111,8 +111,8 @@ namespace loom {
     "an enqueued device receive that may be lent a message (LOOM_STREAM_LEND) keeps pinned "    \
     "staging for the whole message up to this many bytes; above, the MPI lands it in "          \
     "reserved address space (a lent message's header touches one page) and bytes that come "    \
-    "raw are copied into pinned memory when they land; off: always pinned")                                         \
-  X(stream_trace, "LOOM_STREAM_TRACE", "",                                                     \
+    "raw are copied into pinned memory when they land; off: always pinned")                     \
+  X(stream_trace, "LOOM_STREAM_TRACE", "",                                                      \
     "diagnostics: a path prefix; each rank's stream engine writes PREFIX.RANK.csv at "          \
     "finalize, a row per enqueued operation with the times (CLOCK_MONOTONIC ns, one clock "     \
     "for the node) it was enqueued, posted to the MPI, done and retired")                       \
