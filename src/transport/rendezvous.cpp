@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -196,6 +197,7 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   PMPI_Query_thread(&level);
   const std::string& bp = knobs().batch_packs;
   rv->batch_packs_ = bp == "auto" ? level != MPI_THREAD_MULTIPLE : knob_true(bp);
+  rv->batch_flush_ = static_cast<size_t>(std::max(1LL, std::atoll(knobs().batch_flush.c_str())));
   if (rv->chunk_)
     LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);
   if (rv->native_)
@@ -369,7 +371,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
           flusher_ = std::thread(&Rendezvous::flusher, this);
         flush_cv_.notify_one();
       }
-      if (deferred_.size() >= kBatchFlush) flush_packs_locked();
+      if (deferred_.size() >= batch_flush_) flush_packs_locked();
     } else {
       flush_packs_locked();  // earlier messages' first: words only grow
       s = mover.pack_signal(m, user, dst, flags_->own(seq), static_cast<uint32_t>(seq));

@@ -193,11 +193,11 @@ class Rendezvous {
   void wait_packed(uint64_t seq);
   // Sender: lend() defers packs (LOOM_BATCH_PACKS): a burst of sends pays a
   // few batch launches here instead of a launch and a word write each. Done
-  // by progress(), wait_packed(), every kBatchFlush deferred packs, and a
+  // by progress(), wait_packed(), every batch_flush_ deferred packs, and a
   // thread of Loom's once no pack was deferred for kFlushAfterUs, so no
   // receiver waits on a sender that makes no more Loom calls.
   void flush_packs();
-  static constexpr size_t kBatchFlush = 64;
+  static constexpr size_t kBatchFlush = 64;  // LOOM_BATCH_FLUSH's default
   static constexpr int kFlushAfterUs = 50;
   // Sender, zero-copy: lends the `bytes` at `data` (the caller's buffer, a
   // contiguous message to world rank `to`) and posts the receive of their
@@ -314,7 +314,8 @@ class Rendezvous {
     transport::Mover::PackSignal job;
   };
   bool batch_packs_ = false;
-  std::vector<Deferred> deferred_;  // in sequence order (under pack_mu_)
+  size_t batch_flush_ = kBatchFlush;  // LOOM_BATCH_FLUSH
+  std::vector<Deferred> deferred_;    // in sequence order (under pack_mu_)
   std::atomic<size_t> n_deferred_{0};
   std::atomic<int64_t> last_defer_ns_{0};  // steady clock of the latest deferred pack
   static int64_t now_ns();

@@ -75,6 +75,8 @@ namespace loom {
     "device method: the packs of sends posted one after another go in a few batch launches "    \
     "at the next completion call, receive or wait for a pack (or 50 us later, by a thread "     \
     "of Loom's): 1|0|auto (on unless MPI was initialised with MPI_THREAD_MULTIPLE)")            \
+  X(batch_flush, "LOOM_BATCH_FLUSH", "64",                                                      \
+    "with LOOM_BATCH_PACKS: a batch is launched at once when this many packs wait")             \
   X(mpi_cuda_aware, "LOOM_MPI_CUDA_AWARE", "auto",                                              \
     "the MPI moves device memory itself: auto (MPIX_Query_cuda_support, or UCX with CUDA "      \
     "under Open MPI's pml ucx)|1 (trust it)|0; then contiguous device messages to other "       \
