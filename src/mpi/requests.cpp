@@ -183,7 +183,10 @@ void pull_together(const std::vector<Landed>& landed) {
       channel.push_back({l, h});
       continue;
     }
-    auto src = rv->open(h);
+    auto src = [&] {
+      stats::Scope o(stats::kOpen);
+      return rv->open(h);
+    }();
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
     opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout});
@@ -208,7 +211,10 @@ void pull_together(const std::vector<Landed>& landed) {
         staged_of.push_back(&l);
       }
     std::vector<Status> each;
-    m->unpack_many_async(items, keep, each);
+    {
+      stats::Scope issue(stats::kUnpackIssue);
+      m->unpack_many_async(items, keep, each);
+    }
     for (size_t i = 0; i < of.size(); ++i)
       if (i < each.size() && each[i].is_ok()) pulls.push_back({of[i]->at, of[i]->h});
     for (size_t i = 0; i < staged_of.size(); ++i)
@@ -370,6 +376,7 @@ void ack_truncated_header(PendingOp& op, int err) {
 }
 
 int RequestTable::peek_locked(MPI_Request r, PendingOp* op, int* flag, MPI_Status* st) {
+  stats::Scope phase(stats::kPeek);
   if (op && op->peeked) {  // the MPI's own status is empty now
     *flag = 1;
     if (st != MPI_STATUS_IGNORE) *st = op->peeked_st;

@@ -11,6 +11,7 @@
 #include "pack/cuda/dispatch.hpp"
 #include "pack/cuda/policy.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::pack {
 
@@ -252,6 +253,7 @@ Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaS
 }
 
 Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
+  stats::Scope phase(stats::kLaunch);
   std::vector<gpu::Launch> launches(n);
   for (size_t i = 0; i < n; ++i) {
     if (!jobs[i].layout) return Status(Err::kInvalidArg, "gpu pack/unpack: null layout");
@@ -264,6 +266,7 @@ Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
     }
     LOOM_TRY(plan_run(*jobs[i].layout, jobs[i].user, jobs[i].packed, jobs[i].pack, &launches[i]));
   }
+  stats::Scope launch(stats::kLaunchOnly);
   return gpu::launch_many(launches.data(), static_cast<int>(n), stream);
 }
 

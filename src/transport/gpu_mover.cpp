@@ -23,6 +23,7 @@
 #include "type/canonical.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::transport {
 namespace {
@@ -450,6 +451,7 @@ class GpuMover final : public Mover {
     std::vector<size_t> pre_of, of;  // the item of each job
     for (size_t i = 0; i < items.size(); ++i) {
       pack::GpuJob pre, job;
+      stats::Scope phase(stats::kIssueItems);
       each[i] = issue_unpack(items[i], keep, &pre, &job);
       if (!each[i]) continue;
       if (pre.layout) {

@@ -342,6 +342,7 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     }
     if (!slab_at) return Status(Err::kNoMemory, "the slab is full");
   } else {
+    stats::Scope take(stats::kAcquire);
     seg = mem_->acquire(static_cast<size_t>(m.bytes));
     if (!seg) {
       poll_acks(/*throttled=*/false);
@@ -841,6 +842,7 @@ Result<const transport::Message*> Rendezvous::sender_layout(const Header& h, int
 
 Status Rendezvous::lend_region(const void* data, size_t span, uint64_t packed, uint32_t layout,
                                int to, Header* hdr, MPI_Request* ack) {
+  stats::Scope phase(stats::kLendRegion);
   auto ex = mem_->export_user(data, span);
   if (!ex) return ex.status();
   *hdr = new_header(kZeroCopy, next_seq_.fetch_add(1), packed);

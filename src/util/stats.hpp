@@ -1,6 +1,8 @@
-// Where a rank's time goes inside Loom (LOOM_STATS=1): wall time and calls
-// per phase of the device paths, printed by each rank at MPI_Finalize. Off,
-// a phase costs one relaxed load.
+// Where a rank's time goes inside Loom (LOOM_STATS=1): wall time, calls and
+// the median call per phase of the device paths, printed by each rank at
+// MPI_Finalize. The median is what a steady loop pays: a mean also carries
+// first-use costs (IPC opens, pool growth). Off, a phase costs one relaxed
+// load.
 #pragma once
 
 #include <atomic>
@@ -9,23 +11,31 @@
 
 namespace loom::stats {
 
-#define LOOM_STAT_PHASES(X)                                          \
-  X(kSend, "send (device buffer, whole call)")                       \
-  X(kRecvPost, "receive posted (device buffer)")                     \
-  X(kPlan, "plan: memory type, type lookup, method")                 \
-  X(kLend, "lend: segment and pack enqueued, or buffer lent")        \
-  X(kHeader, "header send (the MPI's call)")                         \
-  X(kWaitPacked, "sender waits for its pack")                        \
-  X(kCompletion, "completion calls (whole call)")                    \
-  X(kPullIssue, "pull: open, wait ready word, unpack/copy enqueued") \
-  X(kPullWait, "pull: wait for copies and unpacks")                  \
-  X(kAck, "acks sent")                                               \
-  X(kProgress, "segments returned (acks polled)")                    \
-  X(kFinishLanded, "finish landed receives (zero-copy progress)")    \
-  X(kZeroCheck, "send: zero-copy decision")                          \
-  X(kTableAdd, "request table: op added")                            \
-  X(kReadyWait, "pull: wait for the sender's pack (ready word)")     \
-  X(kStageSend, "send: packed into host staging (waits for the GPU)")
+#define LOOM_STAT_PHASES(X)                                           \
+  X(kSend, "send (device buffer, whole call)")                        \
+  X(kRecvPost, "receive posted (device buffer)")                      \
+  X(kPlan, "plan: memory type, type lookup, method")                  \
+  X(kLend, "lend: segment and pack enqueued, or buffer lent")         \
+  X(kHeader, "header send (the MPI's call)")                          \
+  X(kWaitPacked, "sender waits for its pack")                         \
+  X(kCompletion, "completion calls (whole call)")                     \
+  X(kPullIssue, "pull: open, wait ready word, unpack/copy enqueued")  \
+  X(kPullWait, "pull: wait for copies and unpacks")                   \
+  X(kAck, "acks sent")                                                \
+  X(kProgress, "segments returned (acks polled)")                     \
+  X(kFinishLanded, "finish landed receives (zero-copy progress)")     \
+  X(kZeroCheck, "send: zero-copy decision")                           \
+  X(kTableAdd, "request table: op added")                             \
+  X(kReadyWait, "pull: wait for the sender's pack (ready word)")      \
+  X(kStageSend, "send: packed into host staging (waits for the GPU)") \
+  X(kAcquire, "lend: segment taken from the pool")                    \
+  X(kLendRegion, "zero-copy: user buffer lent (handle, ack posted)")  \
+  X(kPeek, "completion: receives tested")                             \
+  X(kOpen, "pull: sender's memory opened (header checked, handle)")   \
+  X(kUnpackIssue, "pull: copies and kernels issued (host time)")      \
+  X(kIssueItems, "pull: each message's copy or kernel planned")       \
+  X(kLaunch, "kernels planned and launched (batched)")                \
+  X(kLaunchOnly, "kernels launched (batched, host time)")
 
 enum Phase : int {
 #define LOOM_STAT_ENUM(id, doc) id,
@@ -37,7 +47,7 @@ enum Phase : int {
 extern std::atomic<bool> g_on;
 void add(Phase p, int64_t ns);
 void enable(bool on);
-// One line per phase with calls, total and mean time (to stderr).
+// One line per phase with calls, total, mean and median time (to stderr).
 void print(int rank);
 
 // Times a scope into phase p when stats are on.

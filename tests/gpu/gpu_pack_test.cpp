@@ -271,7 +271,7 @@ TEST(GpuPack, RandomTrees) {
 // every byte against the host engine, gaps of the unpacked buffers untouched.
 TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
   SKIP_WITHOUT_GPU();
-  for (int n : {1, 2, 9, 16, 17, 40}) {
+  for (int n : {1, 2, 9, 16, 17, 33, 40, 49, 100}) {
     SCOPED_TRACE("batch of " + std::to_string(n));
     std::vector<Layout> ls;
     std::vector<Result<GpuLayout>> gls;

@@ -24,7 +24,9 @@ Status launch(const Launch& l, cudaStream_t stream);
 
 // The launches in order, kernels kBatchMax to one batch launch (copies and
 // launches of another shape one by one between them).
-inline constexpr int kBatchMax = 16;
+inline constexpr int kBatchMax = 48;
+// Batches of 9 to kBatchMid jobs launch with the parameters of kBatchMid.
+inline constexpr int kBatchMid = 32;
 Status launch_many(const Launch* ls, int n, cudaStream_t stream);
 
 // One kernel per kSignalMax words: a system-wide fence, then words[i] =
