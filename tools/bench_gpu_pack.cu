@@ -35,6 +35,8 @@
 
 namespace {
 
+namespace cli = loom::tools::cli;
+
 using loom::pack::GpuLayout;
 using loom::pack::Layout;
 using loom::pack::LayoutKind;
@@ -190,10 +192,10 @@ std::string kernel_of(const std::string& plan) {
 }
 
 void print_header_row() {
-  std::printf(
+  cli::table(
       "| case | layout | packed | blocks | span / packed | kernel | Loom us | Loom GB/s | D2D GB/s "
       "| %% of D2D | 2D/3D GB/s | Loom / 2D | per-block GB/s | target | note |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  cli::table("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
 void run_case(Bench& b, const Case& c) {
@@ -321,7 +323,7 @@ void run_case(Bench& b, const Case& c) {
       : l.kind == LayoutKind::kBlocks
           ? std::to_string(l.nblocks_total()) + " (" + std::to_string(l.blocks.size()) + "/tile)"
           : "1";
-  std::printf(
+  cli::table(
       "| %s | %s | %s | %s | %.2f | %s | %.1f | %.1f | %.1f | %.0f%% | %s | %s | %s | %s | %s |\n",
       c.family.c_str(), c.name.c_str(), size_str(l.total).c_str(), blocks.c_str(),
       static_cast<double>(hi - lo) / static_cast<double>(l.total), plan.c_str(), t_loom, g_loom,
@@ -430,11 +432,11 @@ double host_median_us(const std::function<void()>& op, int reps) {
 }
 
 void run_latency(Bench& b) {
-  std::printf("\n## Small-message latency (host wall clock, launch to completion)\n\n");
-  std::printf(
+  cli::table("\n## Small-message latency (host wall clock, launch to completion)\n\n");
+  cli::table(
       "| message | packed | Loom pack + sync us | gpu_pack call alone us | "
       "empty kernel + sync us | memcpy D2D + sync us |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  cli::table("|---|---|---|---|---|---|\n");
   const int reps = b.opt.quick ? 300 : 2000;
   const NodePtr hand = list_of({{8, 4}, {8, 40}, {8, 72}, {8, 104}, {12, 160}, {16, 224}});
   struct L {
@@ -478,8 +480,8 @@ void run_latency(Bench& b) {
           CK(cudaStreamSynchronize(b.stream));
         },
         reps);
-    std::printf("| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", x.name.c_str(),
-                size_str(x.l.total).c_str(), t_loom, t_call, t_empty, t_copy);
+    cli::table("| %s | %s | %.2f | %.2f | %.2f | %.2f |\n", x.name.c_str(),
+               size_str(x.l.total).c_str(), t_loom, t_call, t_empty, t_copy);
     std::fflush(stdout);
   }
   CK(cudaFree(u));
@@ -492,13 +494,13 @@ void run_latency(Bench& b) {
 // mapped memory, no CUDA call) and an empty kernel. Pinned host memory is
 // mapped, so the agent reaches it too.
 void run_floors(Bench& b) {
-  std::printf("\n## Floors: one synchronised copy (host wall clock, median)\n\n");
-  std::printf(
+  cli::table("\n## Floors: one synchronised copy (host wall clock, median)\n\n");
+  cli::table(
       "| size | memcpy D2D + sync us | memcpy D2D + ticket us | kernel D2D + ticket us | "
       "memcpy D2H + sync us | "
       "memcpy H2D + sync us | agent D2D us | agent D2H us | agent H2D us | "
       "empty kernel + sync us |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  cli::table("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   const int reps = b.opt.quick ? 300 : 2000;
   const size_t max = size_t{8} << 20;
   char *d0 = nullptr, *d1 = nullptr, *h = nullptr, *hd = nullptr;
@@ -574,9 +576,9 @@ void run_floors(Bench& b) {
     const double add = agent_us(d1, d0);
     const double adh = agent_us(hd, d0);
     const double ahd = agent_us(d1, hd);
-    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                size_str(static_cast<int64_t>(n)).c_str(), dd, ddf, dkf, dh, hdv, add, adh, ahd,
-                t_empty);
+    cli::table("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+               size_str(static_cast<int64_t>(n)).c_str(), dd, ddf, dkf, dh, hdv, add, adh, ahd,
+               t_empty);
     std::fflush(stdout);
   }
   agent.value().reset();
@@ -586,13 +588,16 @@ void run_floors(Bench& b) {
 }
 
 const char* kUsage =
-    "usage: loom-bench-gpu [--quick] [--only SUBSTRING] [--floors] [--l2-fetch BYTES]\n"
+    "usage: loom-bench-gpu [--quick] [--only SUBSTRING] [--floors] [--l2-fetch BYTES] [--csv "
+    "FILE]\n"
     "  Loom's GPU pack and unpack kernels on one GPU beside the device-to-device copy\n"
     "  bound, cudaMemcpy2D/3D and per-block copies; prints Markdown tables.\n"
     "  --quick           fewer repetitions\n"
     "  --only SUBSTRING  only the cases whose name holds SUBSTRING\n"
     "  --floors          only the floors: one synchronised copy of each kind by size\n"
     "  --l2-fetch BYTES  set the device's L2 fetch granularity first (0-128)\n"
+    "  --csv FILE        also each table's rows as CSV: the first in FILE, the k-th in\n"
+    "                    FILE with -k before its extension\n"
     "  -h, --help        this text\n"
     "example:\n"
     "  loom-bench-gpu --only 3D\n";
@@ -600,7 +605,6 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
-  namespace cli = loom::tools::cli;
   if (cli::help_asked(argc, argv)) return cli::print_help(kUsage);
   Options opt;
   std::string cmd;
@@ -615,6 +619,9 @@ int main(int argc, char** argv) {
       opt.l2_fetch = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--floors")) {
       opt.floors = true;
+    } else if (!std::strcmp(argv[i], "--csv")) {
+      if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--csv needs a file name");
+      cli::csv_tables(argv[++i]);
     } else if (!std::strcmp(argv[i], "--only")) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--only needs a value");
       opt.only = argv[++i];
@@ -644,10 +651,10 @@ int main(int argc, char** argv) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
-  std::printf("# loom-bench-gpu: %s (%d SMs, L2 %zu MiB, fetch %zu B, %.0f GiB), %s, `%s`\n\n",
-              prop.name, prop.multiProcessorCount, b.l2 >> 20, l2_fetch,
-              prop.totalGlobalMem / 1073741824.0, date, cmd.c_str());
-  std::printf(
+  cli::table("# loom-bench-gpu: %s (%d SMs, L2 %zu MiB, fetch %zu B, %.0f GiB), %s, `%s`\n\n",
+             prop.name, prop.multiProcessorCount, b.l2 >> 20, l2_fetch,
+             prop.totalGlobalMem / 1073741824.0, date, cmd.c_str());
+  cli::table(
       "GB/s = packed bytes / time. Times: median of CUDA-event-timed repetitions. "
       "D2D: cudaMemcpyAsync of the packed size (reads and writes it once: the bound). "
       "2D/3D: cudaMemcpy2DAsync/3DAsync where one call expresses the layout. per-block: "

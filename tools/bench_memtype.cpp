@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
 #include "transport/memtype.hpp"
 #include "util/knobs.hpp"
 
@@ -60,7 +61,7 @@ int bench_memtype(bool quick) {
     if (dev) cases.push_back({"device (cudaMalloc)", dev});
   }
 #endif
-  std::printf(
+  cli::table(
       "# loom-bench memtype: ns a classification (transport::memkind), %d calls a row; "
       "LOOM_MEMTYPE_CACHE=%s\n\n| memory | says | ns a call |\n|---|---|---:|\n",
       reps, knobs().memtype_cache.c_str());
@@ -68,8 +69,8 @@ int bench_memtype(bool quick) {
     transport::MemKind k;
     ns_per_call(c.p, reps / 10, &k);  // warm: the first device lookup fills the cache
     const double ns = ns_per_call(c.p, reps, &k);
-    std::printf("| %s | %s | %.1f |\n", c.name.c_str(),
-                k == transport::MemKind::kDevice ? "device" : "host", ns);
+    cli::table("| %s | %s | %.1f |\n", c.name.c_str(),
+               k == transport::MemKind::kDevice ? "device" : "host", ns);
   }
   std::free(small);
   std::free(other);

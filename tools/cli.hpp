@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace loom::tools::cli {
 
@@ -69,6 +70,125 @@ progress(const char* tool, const char* fmt, ...) {
   va_end(ap);
   std::fputc('\n', stderr);
   std::fflush(stderr);
+}
+
+// Markdown tables on stdout (table()), and once csv_tables(NAME) is set,
+// every table also as CSV, for tools/plot_results.py: the first in NAME,
+// the k-th in NAME with "-k" before its extension. A row followed by a
+// |---| row is a table's header. Cells are the printed ones, trimmed; a
+// number with an "x" after it (a ratio) loses the x.
+class CsvTables {
+ public:
+  static CsvTables& get() {
+    static CsvTables t;
+    return t;
+  }
+  void open(const char* name) { name_ = name ? name : ""; }
+  void line(const std::string& l) {
+    if (name_.empty() || l.empty() || l[0] != '|') return;
+    std::vector<std::string> cells = split(l);
+    if (separator(cells)) {  // the held row was this table's header
+      if (held_.empty()) return;
+      next_file();
+      if (f_) write(held_);
+      held_.clear();
+      return;
+    }
+    flush_held();
+    held_ = cells;
+  }
+  ~CsvTables() {
+    flush_held();
+    if (f_) std::fclose(f_);
+  }
+
+ private:
+  static std::vector<std::string> split(const std::string& l) {
+    std::vector<std::string> out;
+    size_t at = 1;
+    for (size_t bar; (bar = l.find('|', at)) != std::string::npos; at = bar + 1) {
+      std::string c = l.substr(at, bar - at);
+      const size_t a = c.find_first_not_of(' '), b = c.find_last_not_of(' ');
+      c = a == std::string::npos ? "" : c.substr(a, b - a + 1);
+      if (c.size() > 1 && c.back() == 'x') {
+        char* end = nullptr;
+        std::strtod(c.c_str(), &end);
+        if (end == c.c_str() + c.size() - 1) c.pop_back();
+      }
+      out.push_back(c);
+    }
+    return out;
+  }
+  static bool separator(const std::vector<std::string>& cells) {
+    if (cells.empty()) return false;
+    for (const std::string& c : cells)
+      if (c.empty() || c.find_first_not_of("-:") != std::string::npos) return false;
+    return true;
+  }
+  void next_file() {
+    if (f_) std::fclose(f_);
+    std::string n = name_;
+    if (++tables_ > 1) {
+      const size_t dot = n.rfind('.'), slash = n.rfind('/');
+      const size_t at =
+          dot == std::string::npos || (slash != std::string::npos && dot < slash) ? n.size() : dot;
+      n.insert(at, "-" + std::to_string(tables_));
+    }
+    f_ = std::fopen(n.c_str(), "w");
+    if (!f_) std::fprintf(stderr, "cannot write %s\n", n.c_str());
+  }
+  void flush_held() {
+    if (!held_.empty() && f_) write(held_);
+    held_.clear();
+  }
+  void write(const std::vector<std::string>& cells) {
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string& c = cells[i];
+      if (i) std::fputc(',', f_);
+      if (c.find_first_of(",\"") == std::string::npos) {
+        std::fputs(c.c_str(), f_);
+        continue;
+      }
+      std::fputc('"', f_);
+      for (char ch : c) {
+        if (ch == '"') std::fputc('"', f_);
+        std::fputc(ch, f_);
+      }
+      std::fputc('"', f_);
+    }
+    std::fputc('\n', f_);
+  }
+  std::string name_;
+  std::FILE* f_ = nullptr;
+  int tables_ = 0;
+  std::vector<std::string> held_;
+};
+
+inline void csv_tables(const char* name) {
+  CsvTables::get().open(name);
+}
+
+// printf to stdout; the table lines in it also go to csv_tables' files.
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline void
+table(const char* fmt, ...) {
+  va_list ap, again;
+  va_start(ap, fmt);
+  va_copy(again, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);
+  va_end(ap);
+  std::string text(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, fmt, again);
+  va_end(again);
+  std::fputs(text.c_str(), stdout);
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    CsvTables::get().line(text.substr(at, nl - at));
+    at = nl + 1;
+  }
 }
 
 }  // namespace loom::tools::cli

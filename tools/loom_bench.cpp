@@ -58,7 +58,7 @@ int bench_commit(bool quick) {
     MPI_Type_free(&plane);
     cases.push_back({"3D box as hvector of hvector of vector", box});
   }
-  std::printf("| type | median translate + canonicalise (us) | reps |\n|---|---:|---:|\n");
+  cli::table("| type | median translate + canonicalise (us) | reps |\n|---|---:|---:|\n");
   for (auto& c : cases) {
     auto once = [&] {
       auto r = loom::type::translate(c.t);
@@ -67,14 +67,14 @@ int bench_commit(bool quick) {
     int reps = quick ? 101 : 20001;
     cli::progress("loom-bench", "commit: %s", c.name.c_str());
     double s = median_seconds(once, reps);
-    std::printf("| %s | %.2f | %d |\n", c.name.c_str(), s * 1e6, reps);
+    cli::table("| %s | %.2f | %d |\n", c.name.c_str(), s * 1e6, reps);
     MPI_Type_free(&c.t);
   }
   return 0;
 }
 
 int bench_pack(bool quick) {
-  std::printf(
+  cli::table(
       "| type | count | packed KiB | MPI_Pack GB/s | Loom pack GB/s | pack ratio | MPI_Unpack GB/s "
       "| Loom unpack GB/s | unpack ratio |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   struct Case {
@@ -122,9 +122,9 @@ int bench_pack(bool quick) {
     auto [tp, lp] = loom::tools::median_pair(mpi_pack, loom_p, reps);
     auto [tu, lu] = loom::tools::median_pair(mpi_unp, loom_u, reps);
     double b = static_cast<double>(size) * c.count;
-    std::printf("| %s | %d | %.0f | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", c.name.c_str(),
-                c.count, b / 1024, b / tp / 1e9, b / lp / 1e9, tp / lp, b / tu / 1e9, b / lu / 1e9,
-                tu / lu);
+    cli::table("| %s | %d | %.0f | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", c.name.c_str(),
+               c.count, b / 1024, b / tp / 1e9, b / lp / 1e9, tp / lp, b / tu / 1e9, b / lu / 1e9,
+               tu / lu);
     loom_type_free(c.t);
     MPI_Type_free(&c.t);
   }
@@ -188,7 +188,7 @@ int bench_passthrough(bool quick) {
          PMPI_Pack(src.data(), 1, vec, packed, 512, &p, MPI_COMM_SELF);
        }},
   };
-  std::printf(
+  cli::table(
       "| host-buffer call (rank %d) | via Loom ns | straight to PMPI ns | added ns |\n"
       "|---|---:|---:|---:|\n",
       rank);
@@ -201,8 +201,8 @@ int bench_passthrough(bool quick) {
       for (int i = 0; i < batch; ++i) c.pmpi();
     };
     auto [tl, tp] = loom::tools::median_pair(loom_batch, pmpi_batch, reps);
-    std::printf("| %s | %.1f | %.1f | %.1f |\n", c.name, tl / batch * 1e9, tp / batch * 1e9,
-                (tl - tp) / batch * 1e9);
+    cli::table("| %s | %.1f | %.1f | %.1f |\n", c.name, tl / batch * 1e9, tp / batch * 1e9,
+               (tl - tp) / batch * 1e9);
   }
   MPI_Type_free(&vec);
   return 0;
@@ -224,7 +224,8 @@ const char* kUsage =
     "options:\n"
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
-    "  --csv FILE   coll, pingpong, stream: also write the rows to FILE (rank 0)\n"
+    "  --csv FILE   also write the rows to FILE (rank 0); commit, pack, passthrough and\n"
+    "               memtype write their Markdown tables' rows as they print them\n"
     "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
     "  --from BYTES coll: only sizes of at least BYTES a rank\n"
     "  --second NAME  coll: the engine the \"node engine\" column forces (default node;\n"
@@ -285,6 +286,9 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   cli::enable_progress(rank == 0 && !quiet);
+  const bool own_csv = std::strcmp(argv[1], "pingpong") == 0 || std::strcmp(argv[1], "coll") == 0 ||
+                       std::strcmp(argv[1], "stream") == 0 || std::strcmp(argv[1], "devpack") == 0;
+  if (csv && rank == 0 && !own_csv) cli::csv_tables(csv);
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)

@@ -16,7 +16,13 @@ One PNG per CSV, its kind read from its columns:
   ddtbench     (loom-ddtbench --csv: pattern,...,pack_us,d2d_bound_us,...)  pack and unpack
                speed per pattern beside the device-to-device copy bound and the naive path,
                and ping-pong times where measured
+  tempi        (TEMPI's bench-mpi-pack: s,count,numblocks,stride,blocklengths,<type> (MiB/s)...)
+               GB/s by block size, a panel per packed size, a line per datatype spelling
   other CSVs with a `bytes` column: every numeric column vs bytes, log-log.
+  bars         (a Markdown table's rows, as --csv writes them for loom-bench commit, pack,
+               passthrough, memtype and loom-bench-gpu: a label column, then numbers) a bar
+               per row, a panel per numeric column; a table whose first column repeats is
+               skipped.
 The title names the results page beside the CSV (the .md of the same folder that
 mentions its file name: its heading and date) and the device column, if any.
 --merge NAME plots CSVs of one kind as one figure, NAME.png (the halo grids side by side).
@@ -52,7 +58,7 @@ def read_rows(path):
 
 def number(v):
     try:
-        x = float(v)
+        x = float(v.rstrip("%") if isinstance(v, str) else v)
     except ValueError:
         return None
     return x if math.isfinite(x) else None
@@ -76,8 +82,12 @@ def kind_of(header):
         return "model"
     if {"op", "ranks", "bytes"} <= h:
         return "coll"
+    if {"count", "numblocks", "stride", "blocklengths"} <= h:
+        return "tempi"
     if "bytes" in h:
         return "sweep"
+    if len(header) >= 2:
+        return "bars"
     return None
 
 
@@ -382,7 +392,70 @@ def plot_stream(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"stream": plot_stream, "strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+def plot_tempi(plt, header, rows, title):
+    """TEMPI's bench-mpi-pack rows (MiB/s per datatype spelling): GB/s by
+    block size, a panel per packed size (its `numblocks` column: the bytes an
+    object packs to) and count."""
+    cols = [h for h in header if h.endswith("(MiB/s)")]
+    panels = sorted(set((int(number(r["numblocks"])), r["count"]) for r in rows))
+    per_row = min(3, len(panels))
+    nrows = (len(panels) + per_row - 1) // per_row
+    fig, axes = plt.subplots(nrows, per_row, figsize=(4.5 * per_row, 3.6 * nrows), squeeze=False)
+    for i, (packed, count) in enumerate(panels):
+        ax = axes[i // per_row][i % per_row]
+        sel = [r for r in rows if int(number(r["numblocks"])) == packed and r["count"] == count]
+        for j, c in enumerate(cols):
+            pts = sorted((number(r["blocklengths"]), number(r[c]) * 1.048576e-3) for r in sel)
+            pts = [(a, b) for a, b in pts if a and b and b > 0]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", ms=3, label=c.replace(" (MiB/s)", ""),
+                        color=f"C{j}")
+        size_axis(ax, "block size")
+        ax.set_yscale("log")
+        ax.set_ylabel("GB/s (a call, synchronised)")
+        ax.set_title(f"{size_name(packed)} packed, count {count}", fontsize=9)
+        ax.legend(fontsize=7)
+    for k in range(len(panels), nrows * per_row):
+        axes[k // per_row][k % per_row].set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def plot_bars(plt, header, rows, title):
+    """A Markdown table's rows: a horizontal bar per row (its first cell),
+    a panel per column whose every cell is a number. None: not such a table."""
+    label = header[0]
+    names = [r[label] for r in rows]
+    if len(set(names)) != len(names):
+        return None
+    cols = [h for h in header[1:] if all(number(r[h]) is not None for r in rows)]
+    if not cols:
+        return None
+    per_row = min(3, len(cols))
+    nrows = (len(cols) + per_row - 1) // per_row
+    height = max(2.5, 0.28 * len(rows) + 1.2)
+    fig, axes = plt.subplots(nrows, per_row, figsize=(4.6 * per_row + 2.5, height * nrows),
+                             squeeze=False)
+    ys = list(range(len(rows)))
+    for i, c in enumerate(cols):
+        ax = axes[i // per_row][i % per_row]
+        vals = [number(r[c]) for r in rows]
+        ax.barh(ys, vals, color=f"C{i % 10}")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(names if i % per_row == 0 else [], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(c, fontsize=8)
+        positive = [v for v in vals if v > 0]
+        if positive and min(vals) > 0 and max(positive) / min(positive) > 100:
+            ax.set_xscale("log")
+        ax.grid(True, axis="x", alpha=0.3)
+    for k in range(len(cols), nrows * per_row):
+        axes[k // per_row][k % per_row].set_visible(False)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+PLOTS = {"tempi": plot_tempi, "bars": plot_bars, "stream": plot_stream, "strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
          "sweep": plot_sweep, "pack": plot_pack}
 
 
@@ -468,6 +541,9 @@ def main():
             if not rows:
                 raise ValueError("no rows")
             fig = PLOTS[kind](plt, header, rows, title_of(paths, rows))
+            if fig is None:
+                print(f"plot_results: {', '.join(paths)}: not a table of labelled rows, skipped")
+                continue
         except (OSError, ValueError, KeyError) as e:
             print(f"plot_results: {', '.join(paths)}: {e}", file=sys.stderr)
             status = 1
