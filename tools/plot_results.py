@@ -20,9 +20,9 @@ One PNG per CSV, its kind read from its columns:
                GB/s by block size, a panel per packed size, a line per datatype spelling
   other CSVs with a `bytes` column: every numeric column vs bytes, log-log.
   bars         (a Markdown table's rows, as --csv writes them for loom-bench commit, pack,
-               passthrough, memtype and loom-bench-gpu: a label column, then numbers) a bar
-               per row, a panel per numeric column; a table whose first column repeats is
-               skipped.
+               passthrough, memtype and loom-bench-gpu: label columns, then numbers) a bar
+               per row, a panel per column of numbers only; the label is the fewest leading
+               text columns that tell the rows apart (none do: skipped).
 The title names the results page beside the CSV (the .md of the same folder that
 mentions its file name: its heading and date) and the device column, if any.
 --merge NAME plots CSVs of one kind as one figure, NAME.png (the halo grids side by side).
@@ -424,16 +424,25 @@ def plot_tempi(plt, header, rows, title):
 def plot_bars(plt, header, rows, title):
     """A Markdown table's rows: a horizontal bar per row (its first cell),
     a panel per column whose every cell is a number. None: not such a table."""
-    label = header[0]
-    names = [r[label] for r in rows]
-    if len(set(names)) != len(names):
+    # The label: the leading text columns, as few as make it unique.
+    texts = []
+    for h in header:
+        if all(number(r[h]) is not None for r in rows):
+            break
+        texts.append(h)
+        names = [", ".join(r[t] for t in texts) for r in rows]
+        if len(set(names)) == len(names):
+            break
+    else:
         return None
-    cols = [h for h in header[1:] if all(number(r[h]) is not None for r in rows)]
+    if not texts or len(set(names)) != len(names):
+        return None
+    cols = [h for h in header if h not in texts and all(number(r[h]) is not None for r in rows)]
     if not cols:
         return None
     per_row = min(3, len(cols))
     nrows = (len(cols) + per_row - 1) // per_row
-    height = max(2.5, 0.28 * len(rows) + 1.2)
+    height = max(2.5, (0.28 if len(rows) <= 30 else 0.15) * len(rows) + 1.2)
     fig, axes = plt.subplots(nrows, per_row, figsize=(4.6 * per_row + 2.5, height * nrows),
                              squeeze=False)
     ys = list(range(len(rows)))
@@ -442,7 +451,7 @@ def plot_bars(plt, header, rows, title):
         vals = [number(r[c]) for r in rows]
         ax.barh(ys, vals, color=f"C{i % 10}")
         ax.set_yticks(ys)
-        ax.set_yticklabels(names if i % per_row == 0 else [], fontsize=7)
+        ax.set_yticklabels(names if i % per_row == 0 else [], fontsize=7 if len(rows) <= 30 else 5)
         ax.invert_yaxis()
         ax.set_title(c, fontsize=8)
         positive = [v for v in vals if v > 0]
