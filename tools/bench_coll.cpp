@@ -408,7 +408,10 @@ int bench_coll(bool quick, const char* csv_path, bool nonblocking_only, size_t f
   FILE* csv = nullptr;
   if (g_rank == 0 && csv_path) {
     csv = std::fopen(csv_path, "w");
-    if (csv) std::fprintf(csv, "op,ranks,bytes,auto,node,mirror,user,sendrecv,bound,nccl\n");
+    if (csv)
+      std::fprintf(csv, "op,ranks,bytes,auto,node,mirror,user,sendrecv,bound,nccl\n");
+    else
+      std::fprintf(stderr, "loom-bench: cannot write %s; no CSV\n", csv_path);
   }
   if (g_rank == 0)
     std::printf("loom-bench coll: %d ranks; device-to-device copy rate %.0f GB/s\n", n, rate / 1e9);

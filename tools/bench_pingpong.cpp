@@ -278,7 +278,10 @@ int bench_pingpong(bool quick, const char* csv_path) {
   FILE* csv = nullptr;
   if (me == 0 && csv_path) {
     csv = std::fopen(csv_path, "w");
-    if (csv) std::fprintf(csv, "case,bytes,method,measured_us,predicted_us\n");
+    if (csv)
+      std::fprintf(csv, "case,bytes,method,measured_us,predicted_us\n");
+    else
+      std::fprintf(stderr, "loom-bench: cannot write %s; no CSV\n", csv_path);
   }
   if (me == 0) {
     std::printf(

@@ -404,12 +404,14 @@ int bench_stream(bool quick, const char* csv_path) {
   for (char& ch : device_csv)
     if (ch == ',') ch = ';';
   FILE* csv = nullptr;
-  if (csv_path && x.me == 0) {
-    csv = std::fopen(csv_path, "w");
-    if (!csv) {
-      std::fprintf(stderr, "loom-bench: cannot write %s\n", csv_path);
-      return 1;
-    }
+  int csv_ok = 1;  // every rank stops if rank 0 cannot write it (none waits in a round alone)
+  if (csv_path && x.me == 0 && !(csv = std::fopen(csv_path, "w"))) {
+    std::fprintf(stderr, "loom-bench: cannot write %s\n", csv_path);
+    csv_ok = 0;
+  }
+  MPI_Bcast(&csv_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!csv_ok) return 1;
+  if (csv) {
     // size: bytes (pingpong) or n, a rank's n^3 cells (halo); times in us.
     std::fprintf(csv,
                  "table,ranks,size,cpu_driven_us,mpix_us,mpix_host_actions,mpis_us,"

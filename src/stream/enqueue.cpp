@@ -95,6 +95,9 @@ void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b) {
     b->how = Buffer::How::kLent;
     return;
   }
+  // A named peer on another node never lends (its sends ask the same
+  // question): its bytes come raw, into staging as any packed receive's.
+  if (peer != MPI_ANY_SOURCE && rt->rv->peer_on_node(comm, peer) < 0) return;
   if (int64_t base = 0; !transport::contiguous_at(b->msg, &base)) {
     // The copy lands in scratch, unpacked from there.
     b->scratch = rt->rv->arena_take(static_cast<size_t>(b->msg.bytes));

@@ -209,9 +209,23 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
   go_direct(ch->lane(), &b);
   go_lent(ch->lane(), send, comm, peer, &b);
+  auto op = std::make_shared<Op>();
+  // Until the engine has the operation, a failure gives back what it took.
+  struct Undo {
+    Buffer& b;
+    MPI_Request& greq;
+    bool armed = true;
+    ~Undo() {
+      if (!armed) return;
+      if (b.scratch) runtime()->rv->arena_give(b.scratch, static_cast<size_t>(b.msg.bytes));
+      if (greq != MPI_REQUEST_NULL) {
+        MPI_Grequest_complete(greq);
+        MPI_Request_free(&greq);
+      }
+    }
+  } undo{b, op->greq};
   auto staging = staging_for(ch->lane(), b);
   if (!staging) return fail(comm, staging.status());
-  auto op = std::make_shared<Op>();
   op->ch = ch;
   op->peer = peer;
   op->tag = tag;
@@ -230,6 +244,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   op->slot = ch->take();
   if (send) set_retire(*op, op->start);  // the stream never touches its staging again
   if (!request && status != MPI_STATUS_IGNORE) op->status_out = status;
+  undo.armed = false;
   e->submit(op);
   if (!request) {
     // Blocking in stream order: the stream waits here.
