@@ -321,6 +321,28 @@ def plot_model(plt, header, rows, title):
     return fig
 
 
+def grid(plt, n, per_row, width, height):
+    """A figure of n panels, per_row a row (the spare ones hidden): the
+    figure and its n axes in order."""
+    per_row = max(1, min(per_row, n))
+    nrows = (n + per_row - 1) // per_row
+    fig, axes = plt.subplots(nrows, per_row, figsize=(width * per_row, height * nrows),
+                             squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def gbps_by_block(ax, ylabel, title):
+    """A panel of GB/s (log) by block size, titled, with its legend."""
+    size_axis(ax, "block size")
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def lines_by(ax, rows, key, groups, x, y):
     """A line per group (rows whose `key` is it; colours by place in
     `groups`, so they agree across panels): y against x, positive points."""
@@ -336,20 +358,11 @@ def plot_pack(plt, header, rows, title):
     size, a panel per operation and packed size, a line per source."""
     panels = list(OrderedDict.fromkeys((r["op"], int(r["target"])) for r in rows))
     sources = list(OrderedDict.fromkeys(r["source"] for r in rows))
-    cols = min(2, len(panels))
-    nrows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 3.8 * nrows), squeeze=False)
-    for i, (op, target) in enumerate(panels):
-        ax = axes[i // cols][i % cols]
+    fig, axes = grid(plt, len(panels), 2, 5.5, 3.8)
+    for ax, (op, target) in zip(axes, panels):
         lines_by(ax, [r for r in rows if r["op"] == op and int(r["target"]) == target], "source",
                  sources, "block", "GB/s")
-        size_axis(ax, "block size")
-        ax.set_yscale("log")
-        ax.set_ylabel("GB/s")
-        ax.set_title(f"{op}, {size_name(target)} packed", fontsize=9)
-        ax.legend(fontsize=7)
-    for k in range(len(panels), nrows * cols):
-        axes[k // cols][k % cols].set_visible(False)
+        gbps_by_block(ax, "GB/s", f"{op}, {size_name(target)} packed")
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -398,11 +411,8 @@ def plot_tempi(plt, header, rows, title):
     object packs to) and count."""
     cols = [h for h in header if h.endswith("(MiB/s)")]
     panels = sorted(set((int(number(r["numblocks"])), r["count"]) for r in rows))
-    per_row = min(3, len(panels))
-    nrows = (len(panels) + per_row - 1) // per_row
-    fig, axes = plt.subplots(nrows, per_row, figsize=(4.5 * per_row, 3.6 * nrows), squeeze=False)
-    for i, (packed, count) in enumerate(panels):
-        ax = axes[i // per_row][i % per_row]
+    fig, axes = grid(plt, len(panels), 3, 4.5, 3.6)
+    for ax, (packed, count) in zip(axes, panels):
         sel = [r for r in rows if int(number(r["numblocks"])) == packed and r["count"] == count]
         for j, c in enumerate(cols):
             pts = sorted((number(r["blocklengths"]), number(r[c]) * 1.048576e-3) for r in sel)
@@ -410,13 +420,8 @@ def plot_tempi(plt, header, rows, title):
             if pts:
                 ax.plot(*zip(*pts), marker="o", ms=3, label=c.replace(" (MiB/s)", ""),
                         color=f"C{j}")
-        size_axis(ax, "block size")
-        ax.set_yscale("log")
-        ax.set_ylabel("GB/s (a call, synchronised)")
-        ax.set_title(f"{size_name(packed)} packed, count {count}", fontsize=9)
-        ax.legend(fontsize=7)
-    for k in range(len(panels), nrows * per_row):
-        axes[k // per_row][k % per_row].set_visible(False)
+        gbps_by_block(ax, "GB/s (a call, synchronised)",
+                      f"{size_name(packed)} packed, count {count}")
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -441,13 +446,10 @@ def plot_bars(plt, header, rows, title):
     if not cols:
         return None
     per_row = min(3, len(cols))
-    nrows = (len(cols) + per_row - 1) // per_row
     height = max(2.5, (0.28 if len(rows) <= 30 else 0.15) * len(rows) + 1.2)
-    fig, axes = plt.subplots(nrows, per_row, figsize=(4.6 * per_row + 2.5, height * nrows),
-                             squeeze=False)
+    fig, axes = grid(plt, len(cols), per_row, 4.6 + 2.5 / per_row, height)
     ys = list(range(len(rows)))
-    for i, c in enumerate(cols):
-        ax = axes[i // per_row][i % per_row]
+    for i, (ax, c) in enumerate(zip(axes, cols)):
         vals = [number(r[c]) for r in rows]
         ax.barh(ys, vals, color=f"C{i % 10}")
         ax.set_yticks(ys)
@@ -458,8 +460,6 @@ def plot_bars(plt, header, rows, title):
         if positive and min(vals) > 0 and max(positive) / min(positive) > 100:
             ax.set_xscale("log")
         ax.grid(True, axis="x", alpha=0.3)
-    for k in range(len(cols), nrows * per_row):
-        axes[k // per_row][k % per_row].set_visible(False)
     fig.suptitle(title, fontsize=10)
     return fig
 
