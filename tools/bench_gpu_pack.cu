@@ -621,7 +621,10 @@ int main(int argc, char** argv) {
       opt.floors = true;
     } else if (!std::strcmp(argv[i], "--csv")) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--csv needs a file name");
-      cli::csv_tables(argv[++i]);
+      if (!cli::csv_tables(argv[++i])) {
+        std::fprintf(stderr, "loom-bench-gpu: cannot write %s\n", argv[i]);
+        return 1;
+      }
     } else if (!std::strcmp(argv[i], "--only")) {
       if (i + 1 >= argc) return cli::usage_error("loom-bench-gpu", "--only needs a value");
       opt.only = argv[++i];

@@ -76,14 +76,21 @@ progress(const char* tool, const char* fmt, ...) {
 // every table also as CSV, for tools/plot_results.py: the first in NAME,
 // the k-th in NAME with "-k" before its extension. A row followed by a
 // |---| row is a table's header. Cells are the printed ones, trimmed; a
-// number with an "x" after it (a ratio) loses the x.
+// number with an "x" after it (a ratio) loses the x. NAME itself is opened
+// at once (false: it cannot be written), so a bad path stops a run before
+// it measures rather than after.
 class CsvTables {
  public:
   static CsvTables& get() {
     static CsvTables t;
     return t;
   }
-  void open(const char* name) { name_ = name ? name : ""; }
+  bool open(const char* name) {
+    name_ = name ? name : "";
+    if (name_.empty()) return true;
+    first_ = std::fopen(name_.c_str(), "w");
+    return first_ != nullptr;
+  }
   void line(const std::string& l) {
     if (name_.empty() || l.empty() || l[0] != '|') return;
     std::vector<std::string> cells = split(l);
@@ -100,6 +107,7 @@ class CsvTables {
   ~CsvTables() {
     flush_held();
     if (f_) std::fclose(f_);
+    if (first_) std::fclose(first_);  // no table came
   }
 
  private:
@@ -127,8 +135,14 @@ class CsvTables {
   }
   void next_file() {
     if (f_) std::fclose(f_);
+    f_ = nullptr;
+    if (++tables_ == 1 && first_) {
+      f_ = first_;
+      first_ = nullptr;
+      return;
+    }
     std::string n = name_;
-    if (++tables_ > 1) {
+    if (tables_ > 1) {
       const size_t dot = n.rfind('.'), slash = n.rfind('/');
       const size_t at =
           dot == std::string::npos || (slash != std::string::npos && dot < slash) ? n.size() : dot;
@@ -160,12 +174,14 @@ class CsvTables {
   }
   std::string name_;
   std::FILE* f_ = nullptr;
+  std::FILE* first_ = nullptr;  // NAME, opened by open(), until the first table
   int tables_ = 0;
   std::vector<std::string> held_;
 };
 
-inline void csv_tables(const char* name) {
-  CsvTables::get().open(name);
+// False when NAME cannot be written (the caller says so).
+inline bool csv_tables(const char* name) {
+  return CsvTables::get().open(name);
 }
 
 // printf to stdout; the table lines in it also go to csv_tables' files.

@@ -1,13 +1,19 @@
 // loom-bench: benchmarks that put Loom beside its baselines in one run.
-//   loom-bench commit [--quick]   translate + canonicalise time per type
-//   loom-bench pack   [--quick]   host pack/unpack throughput vs MPI_Pack/MPI_Unpack
-//   loom-bench passthrough [--quick]  what Loom adds to calls on host buffers
-//   loom-bench pingpong [--quick] [--csv F]  device messages by each method vs the naive baseline
-//   (2 ranks) loom-bench coll [--quick] [--csv F] [--nonblocking]  collectives on device buffers vs
-//   user-level staging loom-bench stream [--quick]  stream-enqueued ping-pong (MPIX, MPIS) vs
-//   CPU-driven (2 ranks)
-// Output is a Markdown table; docs/ keeps the committed results. Progress
-// (a line per case or size) goes to stderr unless --quiet.
+//   loom-bench commit [--quick] [--csv F]       translate + canonicalise time per type
+//   loom-bench pack [--quick] [--csv F]         host pack/unpack vs MPI_Pack/MPI_Unpack
+//   loom-bench passthrough [--quick] [--csv F]  what Loom adds to calls on host buffers
+//   loom-bench memtype [--quick] [--csv F]      what classifying a buffer costs
+//   loom-bench pingpong [--quick] [--csv F]     device messages by each method vs the
+//                                               naive baseline (2 ranks)
+//   loom-bench coll [--quick] [--csv F] [--nonblocking]  collectives on device buffers
+//                                               vs user-level staging
+//   loom-bench stream [--quick] [--csv F]       stream-enqueued ping-pong (MPIX, MPIS)
+//                                               vs CPU-driven (2 ranks)
+//   loom-bench devpack [--quick]                per-call MPI_Pack/MPI_Unpack on the
+//                                               device (prints CSV itself)
+// Output is a Markdown table (devpack: CSV); --csv F also writes the rows to
+// F. docs/ keeps the committed results. Progress (a line per case or size)
+// goes to stderr unless --quiet.
 #include <mpi.h>
 
 #include <algorithm>
@@ -225,7 +231,8 @@ const char* kUsage =
     "  --quick      fewer sizes and repetitions (seconds; for tests)\n"
     "  --quiet      no progress lines on stderr\n"
     "  --csv FILE   also write the rows to FILE (rank 0); commit, pack, passthrough and\n"
-    "               memtype write their Markdown tables' rows as they print them\n"
+    "               memtype write their Markdown tables' rows as they print them (a\n"
+    "               ratio's x dropped); devpack prints CSV on stdout and ignores it\n"
     "  --nonblocking  coll: only the nonblocking forms (MPI_I... + MPI_Wait)\n"
     "  --from BYTES coll: only sizes of at least BYTES a rank\n"
     "  --second NAME  coll: the engine the \"node engine\" column forces (default node;\n"
@@ -288,7 +295,19 @@ int main(int argc, char** argv) {
   cli::enable_progress(rank == 0 && !quiet);
   const bool own_csv = std::strcmp(argv[1], "pingpong") == 0 || std::strcmp(argv[1], "coll") == 0 ||
                        std::strcmp(argv[1], "stream") == 0 || std::strcmp(argv[1], "devpack") == 0;
-  if (csv && rank == 0 && !own_csv) cli::csv_tables(csv);
+  if (csv && !own_csv) {  // every rank stops if rank 0 cannot write it
+    int csv_ok = 1;
+    if (rank == 0 && !cli::csv_tables(csv)) {
+      std::fprintf(stderr, "loom-bench: cannot write %s\n", csv);
+      csv_ok = 0;
+    }
+    MPI_Bcast(&csv_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!csv_ok) {
+      loom_finalize();
+      MPI_Finalize();
+      return 1;
+    }
+  }
   int rc = std::strcmp(argv[1], "commit") == 0     ? bench_commit(quick)
            : std::strcmp(argv[1], "pack") == 0     ? bench_pack(quick)
            : std::strcmp(argv[1], "pingpong") == 0 ? loom::tools::bench_pingpong(quick, csv)

@@ -18,6 +18,12 @@ One PNG per CSV, its kind read from its columns:
                and ping-pong times where measured
   tempi        (TEMPI's bench-mpi-pack: s,count,numblocks,stride,blocklengths,<type> (MiB/s)...)
                GB/s by block size, a panel per packed size, a line per datatype spelling
+  pack         (loom-bench devpack, tools/peers/torch_pack.py: [source,]op,target,block,GB/s)
+               GB/s by block size, a panel per operation and packed size, a line per source
+  d2d          (--merge of tempi and pack CSVs, one library each, named by what tells the
+               file names apart: pack-{tempi,loom,torch}-h200.csv give tempi, loom, torch)
+               GB/s of a pack call by block size, a line per library, a panel per packed
+               size that every file has (count 1; a TEMPI-format file's first spelling)
   other CSVs with a `bytes` column: every numeric column vs bytes, log-log.
   bars         (a Markdown table's rows, as --csv writes them for loom-bench commit, pack,
                passthrough, memtype and loom-bench-gpu: label columns, then numbers) a bar
@@ -25,7 +31,8 @@ One PNG per CSV, its kind read from its columns:
                text columns that tell the rows apart (none do: skipped).
 The title names the results page beside the CSV (the .md of the same folder that
 mentions its file name: its heading and date) and the device column, if any.
---merge NAME plots CSVs of one kind as one figure, NAME.png (the halo grids side by side).
+--merge NAME plots CSVs of one kind as one figure, NAME.png (the halo grids side by side;
+TEMPI-format and pack CSVs: the d2d figure of their libraries).
 Exits 77 (a skip to ctest) when matplotlib is missing, 1 when a CSV cannot be read.
 """
 
@@ -70,7 +77,7 @@ def kind_of(header):
         return "halo"
     if {"pattern", "packed_bytes", "pack_us", "d2d_bound_us"} <= h:
         return "ddtbench"
-    if {"source", "op", "target", "block", "GB/s"} <= h:
+    if {"op", "target", "block", "GB/s"} <= h:
         return "pack"
     if {"op", "bytes", "GB/s"} <= h:
         return "strided"
@@ -340,7 +347,8 @@ def gbps_by_block(ax, ylabel, title):
     ax.set_yscale("log")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:  # an unnamed lone line needs none
+        ax.legend(fontsize=7)
 
 
 def lines_by(ax, rows, key, groups, x, y):
@@ -355,7 +363,9 @@ def lines_by(ax, rows, key, groups, x, y):
 
 def plot_pack(plt, header, rows, title):
     """loom-bench devpack beside tools/peers/torch_pack.py: GB/s by block
-    size, a panel per operation and packed size, a line per source."""
+    size, a panel per operation and packed size, a line per source (one
+    unnamed where the CSV has no source column)."""
+    rows = [dict(r, source=r.get("source", "")) for r in rows]
     panels = list(OrderedDict.fromkeys((r["op"], int(r["target"])) for r in rows))
     sources = list(OrderedDict.fromkeys(r["source"] for r in rows))
     fig, axes = grid(plt, len(panels), 2, 5.5, 3.8)
@@ -426,6 +436,62 @@ def plot_tempi(plt, header, rows, title):
     return fig
 
 
+def library_names(paths):
+    """What tells the files apart: their names less the leading and trailing
+    "-"-separated words they share (pack-tempi-h200.csv, pack-loom-h200.csv:
+    tempi, loom); a lone file, its name."""
+    words = [os.path.splitext(os.path.basename(p))[0].split("-") for p in paths]
+    if len(words) < 2:
+        return ["-".join(w) for w in words]
+    head = 0
+    while all(len(w) > head + 1 and w[head] == words[0][head] for w in words):
+        head += 1
+    tail = 0
+    while all(len(w) > head + tail + 1 and w[-1 - tail] == words[0][-1 - tail] for w in words):
+        tail += 1
+    return ["-".join(w[head:len(w) - tail]) for w in words]
+
+
+def d2d_rows(kind, header, rows, name):
+    """One library's pack calls, as (library, target, block, GB/s) rows: of a
+    TEMPI-format CSV its count-1 rows of the first datatype spelling (MiB/s
+    made GB/s), of a pack CSV its `pack` rows."""
+    out = []
+    if kind == "tempi":
+        col = next(h for h in header if h.endswith("(MiB/s)"))
+        label = f"{name}, {col.replace(' (MiB/s)', '')}"
+        for r in rows:
+            v = number(r[col])
+            if r["count"] == "1" and v:
+                out.append({"library": label, "target": int(number(r["numblocks"])),
+                            "block": r["blocklengths"], "GB/s": str(v * 1.048576e-3)})
+    else:
+        for r in rows:
+            if r["op"] == "pack":
+                label = f"{name}, {r['source']}" if r.get("source") else name
+                out.append({"library": label, "target": int(r["target"]), "block": r["block"],
+                            "GB/s": r["GB/s"]})
+    return out
+
+
+def plot_d2d(plt, header, rows, title):
+    """Libraries side by side: GB/s of a pack call (device to device) by
+    block size, a line per library, a panel per packed size all of them have."""
+    libraries = list(OrderedDict.fromkeys(r["library"] for r in rows))
+    targets = sorted(set.intersection(*(set(r["target"] for r in rows if r["library"] == lib)
+                                        for lib in libraries)))
+    if not targets:
+        raise ValueError("no packed size that every file has")
+    fig, axes = grid(plt, len(targets), 3, 5.5, 4.0)
+    for ax, target in zip(axes, targets):
+        lines_by(ax, [r for r in rows if r["target"] == target], "library", libraries, "block",
+                 "GB/s")
+        gbps_by_block(ax, "GB/s of packed data (a call, synchronised)",
+                      f"{size_name(target)} packed, count 1")
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
 def plot_bars(plt, header, rows, title):
     """A Markdown table's rows: a horizontal bar per row (its first cell),
     a panel per column whose every cell is a number. None: not such a table."""
@@ -464,7 +530,7 @@ def plot_bars(plt, header, rows, title):
     return fig
 
 
-PLOTS = {"tempi": plot_tempi, "bars": plot_bars, "stream": plot_stream, "strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
+PLOTS = {"d2d": plot_d2d, "tempi": plot_tempi, "bars": plot_bars, "stream": plot_stream, "strided": plot_strided, "model": plot_model, "coll": plot_coll, "p2p": plot_p2p, "halo": plot_halo, "ddtbench": plot_ddtbench,
          "sweep": plot_sweep, "pack": plot_pack}
 
 
@@ -535,9 +601,15 @@ def main():
     for stem, paths in groups:
         try:
             header, rows, kind = None, [], None
-            for path in paths:
-                h, r = read_rows(path)
-                k = kind_of(h)
+            tables = [(path,) + read_rows(path) for path in paths]
+            kinds = [kind_of(h) for _, h, _ in tables]
+            # TEMPI-format and pack CSVs merged: a library each, side by side.
+            if args.merge and "tempi" in kinds and set(kinds) <= {"tempi", "pack"}:
+                kind, header = "d2d", ["library", "target", "block", "GB/s"]
+                for (path, h, r), k, name in zip(tables, kinds, library_names(paths)):
+                    rows += d2d_rows(k, h, r, name)
+                tables = []
+            for (path, h, r), k in zip(tables, kinds):
                 if k is None:
                     print(f"plot_results: {path}: columns not known, skipped")
                     continue

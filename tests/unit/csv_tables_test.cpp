@@ -53,6 +53,15 @@ TEST_F(CsvTablesTest, RowsHeadersQuotesAndRatios) {
   EXPECT_EQ(slurp(dir_ + "/t-3.csv"), "");  // no third table, no file
 }
 
+TEST_F(CsvTablesTest, TheFirstFileIsOpenedAtOnce) {
+  loom::tools::cli::CsvTables t;
+  EXPECT_FALSE(t.open((dir_ + "/no-such-folder/t.csv").c_str()));  // before any measuring
+  loom::tools::cli::CsvTables u;
+  ASSERT_TRUE(u.open((dir_ + "/t.csv").c_str()));
+  EXPECT_TRUE(std::ifstream(dir_ + "/t.csv").good());
+  EXPECT_FALSE(std::ifstream(dir_ + "/t-2.csv").good());
+}
+
 TEST_F(CsvTablesTest, NothingWithoutAName) {
   loom::tools::cli::CsvTables t;
   t.line("| a | b |");
