@@ -1040,12 +1040,46 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   return Source{static_cast<const char*>(base) + h.offset, layout};
 }
 
+void Rendezvous::send_ack(std::unique_ptr<AckOut> a, const void* buf, int n, MPI_Datatype t, int to,
+                          int tag) {
+  if (PMPI_Isend(buf, n, t, to, tag, ctrl_, &a->req) != MPI_SUCCESS) {
+    LOOM_LOG(kError, kTransport, "an ack to rank %d could not be sent", to);
+    return;
+  }
+  int done = 0;
+  PMPI_Test(&a->req, &done, MPI_STATUS_IGNORE);  // most go at once
+  if (done) return;
+  std::lock_guard<std::mutex> lk(acks_mu_);
+  acks_out_.push_back(std::move(a));
+  n_acks_out_.fetch_add(1, std::memory_order_release);
+}
+
+void Rendezvous::test_acks() {
+  if (n_acks_out_.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard<std::mutex> lk(acks_mu_);
+  for (size_t i = 0; i < acks_out_.size();) {
+    int done = 0;
+    PMPI_Test(&acks_out_[i]->req, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      ++i;
+      continue;
+    }
+    acks_out_[i] = std::move(acks_out_.back());
+    acks_out_.pop_back();
+    n_acks_out_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
 void Rendezvous::ack(const Header& h) {
+  auto a = std::make_unique<AckOut>();
   if (h.kind == kChannel) {
     Ready r;
     r.seq = h.seq;
     r.flags = kReadyDrop;
-    PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_);
+    a->bytes.resize(sizeof r);
+    std::memcpy(a->bytes.data(), &r, sizeof r);
+    const void* buf = a->bytes.data();
+    send_ack(std::move(a), buf, sizeof r, MPI_BYTE, h.sender, kReadyTag);
   } else if (h.kind == kZeroCopy) {
     // Read (or never opened): the mapping is idle again, droppable once freed.
     std::optional<transport::PeerHandle> opened;
@@ -1058,9 +1092,12 @@ void Rendezvous::ack(const Header& h) {
       }
     }
     if (opened) mem_->done_user(*opened);
-    PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
-  } else
-    PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
+    send_ack(std::move(a), nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_));
+  } else {
+    a->seqs.push_back(h.seq);
+    const void* buf = a->seqs.data();
+    send_ack(std::move(a), buf, 1, MPI_UINT64_T, h.sender, kAckTag);
+  }
 }
 
 void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
@@ -1071,13 +1108,18 @@ void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
     else
       ack(*h);
   }
-  // At most 1 KiB a message: small enough to go eagerly, as a single ack
-  // does, so two ranks acking each other never wait for each other.
+  // At most 1 KiB a message (the receiver takes a probed count).
   constexpr size_t kMaxAcks = 128;
   for (auto& [to, seqs] : by_sender)
-    for (size_t i = 0; i < seqs.size(); i += kMaxAcks)
-      PMPI_Send(seqs.data() + i, static_cast<int>(std::min(kMaxAcks, seqs.size() - i)),
-                MPI_UINT64_T, to, kAckTag, ctrl_);
+    for (size_t i = 0; i < seqs.size(); i += kMaxAcks) {
+      auto a = std::make_unique<AckOut>();
+      a->seqs.assign(
+          seqs.begin() + static_cast<std::ptrdiff_t>(i),
+          seqs.begin() + static_cast<std::ptrdiff_t>(std::min(seqs.size(), i + kMaxAcks)));
+      const void* buf = a->seqs.data();
+      const int n = static_cast<int>(a->seqs.size());
+      send_ack(std::move(a), buf, n, MPI_UINT64_T, to, kAckTag);
+    }
 }
 
 void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
@@ -1114,6 +1156,7 @@ void Rendezvous::progress(bool flush) {
   // The sender's thread does this too; here it shows in the caller's view at once.
   if (n_channelled_.load(std::memory_order_acquire) != 0) serve_readies();
   land_flights();
+  test_acks();
   if (n_sending_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lk(mu_);
     for (size_t i = 0; i < sending_.size();) {
@@ -1172,6 +1215,12 @@ void Rendezvous::shutdown() {
   down_ = true;
   stop_flushing();
   progress();
+  {  // the peers wait for these (their segments, their zero-copy sends)
+    std::lock_guard<std::mutex> lk(acks_mu_);
+    for (auto& a : acks_out_) PMPI_Wait(&a->req, MPI_STATUS_IGNORE);
+    acks_out_.clear();
+    n_acks_out_.store(0);
+  }
   // Every receive has completed before MPI_Finalize, so past this barrier
   // no peer reads our segments, whether or not its ack has arrived yet
   // (channel transfers: the sender's thread served them before it).

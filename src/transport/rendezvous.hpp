@@ -400,6 +400,20 @@ class Rendezvous {
   };
   std::vector<Sending> sending_;  // chunk sends not yet complete (under mu_)
   std::atomic<size_t> n_sending_{0};
+  // Acks leave without blocking: a blocking send waits while the peer's
+  // eager buffers are full, that is until the peer next polls (stalls of
+  // milliseconds in a 208-message halo). Each is kept, payload and all,
+  // until its send completes (progress, shutdown).
+  struct AckOut {
+    std::vector<uint64_t> seqs;
+    std::vector<char> bytes;  // a kChannel drop's Ready
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+  void send_ack(std::unique_ptr<AckOut> a, const void* buf, int n, MPI_Datatype t, int to, int tag);
+  void test_acks();
+  std::mutex acks_mu_;
+  std::vector<std::unique_ptr<AckOut>> acks_out_;  // under acks_mu_
+  std::atomic<size_t> n_acks_out_{0};
   bool down_ = false;
 
   std::unique_ptr<transport::Channel> channel_;  // null: off
