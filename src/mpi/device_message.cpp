@@ -16,6 +16,9 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
   if (!rt) return false;
   if (transport::memkind(buf) == transport::MemKind::kDevice) return true;
   if (count <= 0 || type == MPI_DATATYPE_NULL) return false;
+  // A predefined type's data begins at buf (true lower bound 0, extent > 0):
+  // no registry lookup, which cost about a quarter of a host call's time.
+  if (type::is_predefined(type)) return false;
   int64_t first = 0;
   auto e = rt->types.lookup(type);
   if (e) {
@@ -23,8 +26,6 @@ bool on_device(const void* buf, int count, MPI_Datatype type) {
     first = e.value()->info.true_lb;
     if (e.value()->info.extent < 0)
       first += static_cast<int64_t>(count - 1) * e.value()->info.extent;
-  } else if (type::is_predefined(type)) {
-    return false;
   } else {
     MPI_Count tlb = 0, text = 0;
     if (MPI_Type_get_true_extent_x(type, &tlb, &text) != MPI_SUCCESS) return false;

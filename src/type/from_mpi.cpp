@@ -20,9 +20,13 @@ constexpr int kMaxDepth = 64;
 bool is_predefined(MPI_Datatype t) {
   // The predefined types of C (and those every MPI defines): known without
   // asking the MPI, so a stale handle is never passed to it.
-  static const MPI_Datatype table[] = {MPI_CHAR,
-                                       MPI_SHORT,
+  // Commonest first: every host-buffer call of the interposer asks this.
+  static const MPI_Datatype table[] = {MPI_BYTE,
+                                       MPI_DOUBLE,
                                        MPI_INT,
+                                       MPI_FLOAT,
+                                       MPI_CHAR,
+                                       MPI_SHORT,
                                        MPI_LONG,
                                        MPI_LONG_LONG_INT,
                                        MPI_LONG_LONG,
@@ -32,8 +36,6 @@ bool is_predefined(MPI_Datatype t) {
                                        MPI_UNSIGNED,
                                        MPI_UNSIGNED_LONG,
                                        MPI_UNSIGNED_LONG_LONG,
-                                       MPI_FLOAT,
-                                       MPI_DOUBLE,
                                        MPI_LONG_DOUBLE,
                                        MPI_WCHAR,
                                        MPI_C_BOOL,
@@ -49,7 +51,6 @@ bool is_predefined(MPI_Datatype t) {
                                        MPI_C_FLOAT_COMPLEX,
                                        MPI_C_DOUBLE_COMPLEX,
                                        MPI_C_LONG_DOUBLE_COMPLEX,
-                                       MPI_BYTE,
                                        MPI_PACKED,
                                        MPI_AINT,
                                        MPI_OFFSET,
