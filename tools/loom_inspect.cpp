@@ -21,7 +21,9 @@ int print_config() {
   std::printf("%-18s %-8s %-8s %s\n", "setting", "default", "value", "meaning");
   for (const auto& k : loom::knob_table())
     std::printf("%-18s %-8s %-8s %s\n", k.env, k.def, k.value.c_str(), k.doc);
-  return 0;
+  const auto refused = loom::knob_problems();
+  for (const std::string& p : refused) std::printf("refused: %s\n", p.c_str());
+  return refused.empty() ? 0 : 1;
 }
 
 // Median seconds of MPI_Pack and loom_pack of the same data, timed alternately.

@@ -371,6 +371,8 @@ extern "C" int loom_init(void) {
   MPI_Initialized(&up);
   if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   log_set_rank(rank);
+  if (rank <= 0)  // every rank reads the same settings, as a rule
+    for (const std::string& p : knob_problems()) LOOM_WARN(kMpi, "%s", p.c_str());
   stats::enable(knob_true(knobs().stats));
   transport::memtype_init();
   auto* rt = new Runtime();

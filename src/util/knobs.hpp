@@ -151,5 +151,8 @@ const Knobs& knobs();                // cached settings
 void knobs_reload();                 // re-read the environment (MPI_Init, tests)
 std::vector<KnobInfo> knob_table();  // for `loom-inspect --config`
 bool knob_true(const std::string& v);
+// Settings the last read refused (a number's place holding another word):
+// one line each, for MPI_Init to warn with; their defaults are in force.
+std::vector<std::string> knob_problems();
 
 }  // namespace loom
