@@ -43,6 +43,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 from collections import OrderedDict
 
 
@@ -324,7 +325,9 @@ def plot_model(plt, header, rows, title):
     ax.set_xlabel("predicted one-way time (µs)")
     ax.set_ylabel("measured one-way time (µs)")
     ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=10)
+    # A narrow figure: the page's long heading goes on several lines.
+    ax.set_title("\n".join(textwrap.fill(l, 64) for l in title.split("\n")), fontsize=9)
+    fig.tight_layout()
     return fig
 
 
