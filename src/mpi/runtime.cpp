@@ -58,8 +58,8 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
   coll_node_min_set_ = std::getenv("LOOM_COLL_NODE_MIN") != nullptr;
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
-  coll_nccl_nonblocking = knobs().coll_nccl_nonblocking == "1";
-  coll_lend_min = knobs().coll_lend_min.empty() ? -1 : std::atoll(knobs().coll_lend_min.c_str());
+  coll_nccl_nonblocking = knob_true(knobs().coll_nccl_nonblocking);
+  coll_lend_min = std::atoll(knobs().coll_lend_min.c_str());
   coll_pipeline_min = std::atoll(knobs().coll_pipeline_min.c_str());
   coll_pipeline_chunk = std::max<int64_t>(std::atoll(knobs().coll_pipeline_chunk.c_str()), 1);
   // LOOM_ZCOPY_MIN: unset, from the header's size up (below it the device
@@ -371,8 +371,9 @@ extern "C" int loom_init(void) {
   MPI_Initialized(&up);
   if (up) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   log_set_rank(rank);
-  if (rank <= 0)  // every rank reads the same settings, as a rule
-    for (const std::string& p : knob_problems()) LOOM_WARN(kMpi, "%s", p.c_str());
+  // Each rank: one whose environment differs would otherwise run with
+  // another value of an all-ranks-alike setting, unsaid.
+  for (const std::string& p : knob_problems()) LOOM_WARN(kMpi, "%s", p.c_str());
   stats::enable(knob_true(knobs().stats));
   transport::memtype_init();
   auto* rt = new Runtime();

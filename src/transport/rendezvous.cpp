@@ -1040,10 +1040,10 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   return Source{static_cast<const char*>(base) + h.offset, layout};
 }
 
-void Rendezvous::send_ack(std::unique_ptr<AckOut> a, const void* buf, int n, MPI_Datatype t, int to,
-                          int tag) {
-  if (PMPI_Isend(buf, n, t, to, tag, ctrl_, &a->req) != MPI_SUCCESS) {
-    LOOM_LOG(kError, kTransport, "an ack to rank %d could not be sent", to);
+void Rendezvous::send_ack(std::unique_ptr<AckOut> a, int to) {
+  if (PMPI_Isend(a->seqs.data(), static_cast<int>(a->seqs.size()), MPI_UINT64_T, to, kAckTag, ctrl_,
+                 &a->req) != MPI_SUCCESS) {
+    LOOM_LOG(kError, kTransport, "segment acks to rank %d could not be sent", to);
     return;
   }
   int done = 0;
@@ -1071,15 +1071,14 @@ void Rendezvous::test_acks() {
 }
 
 void Rendezvous::ack(const Header& h) {
-  auto a = std::make_unique<AckOut>();
+  // Blocking: a zero-copy sender's request, or a channel's transfer, waits
+  // for this message, so it must have left before the caller goes back to
+  // the user (a queued send moves only when this rank next calls the MPI).
   if (h.kind == kChannel) {
     Ready r;
     r.seq = h.seq;
     r.flags = kReadyDrop;
-    a->bytes.resize(sizeof r);
-    std::memcpy(a->bytes.data(), &r, sizeof r);
-    const void* buf = a->bytes.data();
-    send_ack(std::move(a), buf, sizeof r, MPI_BYTE, h.sender, kReadyTag);
+    PMPI_Send(&r, sizeof r, MPI_BYTE, h.sender, kReadyTag, ctrl_);
   } else if (h.kind == kZeroCopy) {
     // Read (or never opened): the mapping is idle again, droppable once freed.
     std::optional<transport::PeerHandle> opened;
@@ -1092,11 +1091,9 @@ void Rendezvous::ack(const Header& h) {
       }
     }
     if (opened) mem_->done_user(*opened);
-    send_ack(std::move(a), nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_));
+    PMPI_Send(nullptr, 0, MPI_BYTE, h.sender, zero_tag(h.seq, zc_tags_), ctrl_);
   } else {
-    a->seqs.push_back(h.seq);
-    const void* buf = a->seqs.data();
-    send_ack(std::move(a), buf, 1, MPI_UINT64_T, h.sender, kAckTag);
+    PMPI_Send(&h.seq, 1, MPI_UINT64_T, h.sender, kAckTag, ctrl_);
   }
 }
 
@@ -1108,7 +1105,9 @@ void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
     else
       ack(*h);
   }
-  // At most 1 KiB a message (the receiver takes a probed count).
+  // At most 1 KiB a message (the sender receives a probed count). Segment
+  // acks need not have left when this returns: the sender only reuses the
+  // memory sooner (a lend that finds none stages its message instead).
   constexpr size_t kMaxAcks = 128;
   for (auto& [to, seqs] : by_sender)
     for (size_t i = 0; i < seqs.size(); i += kMaxAcks) {
@@ -1116,9 +1115,7 @@ void Rendezvous::ack_all(const std::vector<const Header*>& hs) {
       a->seqs.assign(
           seqs.begin() + static_cast<std::ptrdiff_t>(i),
           seqs.begin() + static_cast<std::ptrdiff_t>(std::min(seqs.size(), i + kMaxAcks)));
-      const void* buf = a->seqs.data();
-      const int n = static_cast<int>(a->seqs.size());
-      send_ack(std::move(a), buf, n, MPI_UINT64_T, to, kAckTag);
+      send_ack(std::move(a), to);
     }
 }
 

@@ -400,16 +400,15 @@ class Rendezvous {
   };
   std::vector<Sending> sending_;  // chunk sends not yet complete (under mu_)
   std::atomic<size_t> n_sending_{0};
-  // Acks leave without blocking: a blocking send waits while the peer's
-  // eager buffers are full, that is until the peer next polls (stalls of
-  // milliseconds in a 208-message halo). Each is kept, payload and all,
-  // until its send completes (progress, shutdown).
+  // Segment acks (ack_all) leave without blocking: a blocking send waits
+  // while the peer's eager buffers are full, that is until the peer next
+  // polls (stalls of milliseconds in a 104-message halo). Each is kept, its
+  // payload with it, until its send completes (progress, shutdown).
   struct AckOut {
     std::vector<uint64_t> seqs;
-    std::vector<char> bytes;  // a kChannel drop's Ready
     MPI_Request req = MPI_REQUEST_NULL;
   };
-  void send_ack(std::unique_ptr<AckOut> a, const void* buf, int n, MPI_Datatype t, int to, int tag);
+  void send_ack(std::unique_ptr<AckOut> a, int to);
   void test_acks();
   std::mutex acks_mu_;
   std::vector<std::unique_ptr<AckOut>> acks_out_;  // under acks_mu_

@@ -9,29 +9,50 @@ namespace loom {
 namespace {
 
 bool integer(const std::string& v) {
-  if (v.empty()) return false;
   char* end = nullptr;
   (void)std::strtoll(v.c_str(), &end, 10);
-  return end && *end == '\0' && end != v.c_str();
+  if (!end || end == v.c_str()) return false;
+  while (std::isspace(static_cast<unsigned char>(*end))) ++end;  // "4096\n" from a file
+  return *end == '\0';
 }
 
-// v is a word of doc: not inside a longer word ("off" in "off:", not in "offset").
+// v is a value doc names: a word of it, past its first, followed by ':' or
+// " or " ("off: always pinned", "off or negative: never"). The opening word
+// says when the setting applies ("auto: smallest collective ..."), not a value.
 bool doc_names(const char* doc, const std::string& v) {
   auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  for (const char* p = std::strstr(doc, v.c_str()); p; p = std::strstr(p + 1, v.c_str()))
-    if ((p == doc || !word(p[-1])) && !word(p[v.size()])) return true;
+  if (v.empty() || word(v[0]) == false) return false;
+  for (const char* p = std::strstr(doc, v.c_str()); p; p = std::strstr(p + 1, v.c_str())) {
+    const char* after = p + v.size();
+    if (p == doc || word(p[-1]) || word(*after)) continue;
+    if (*after == ':' || std::strncmp(after, " or ", 4) == 0) return true;
+  }
   return false;
 }
 
-// A setting whose default is a number takes a number, nothing (empty), or a
-// word its documentation names (off, all, auto, force); an on-off one
-// (default 0 or 1) also the words knob_true reads and their opposites.
-// Anything else would read as 0 where the code parses numbers (atoll):
-// the default stands instead, and the problem is said at MPI_Init.
-bool acceptable(const std::string& v, const char* def, const char* doc) {
-  if (!integer(def) || v.empty() || integer(v) || doc_names(doc, v)) return true;
-  const bool on_off = std::strcmp(def, "0") == 0 || std::strcmp(def, "1") == 0;
-  return on_off && (knob_true(v) || v == "n" || v == "no" || v == "false" || v == "off");
+// Settings that are numbers: those whose default is one, and these two,
+// whose default (empty) means "off" or "decided at MPI_Init".
+bool numeric(const char* env, const char* def) {
+  return integer(def) || std::strcmp(env, "LOOM_PIPELINE_CHUNK") == 0 ||
+         std::strcmp(env, "LOOM_ZCOPY_MIN") == 0;
+}
+
+// An on-off setting: default 0 or 1, and not a count that may be 0 or 1.
+bool on_off(const char* env, const char* def) {
+  if (std::strcmp(def, "0") != 0 && std::strcmp(def, "1") != 0) return false;
+  for (const char* unit : {"_MIN", "_MAX", "_US", "_CHUNK"})
+    if (std::strstr(env, unit)) return false;
+  return true;
+}
+
+// A number's setting takes a number or a value its documentation names
+// (off, all, force); an on-off one also the words knob_true reads and their
+// opposites. Anything else would read as a wrong number where the code
+// parses it (atoll: "1M" is 1, "auto" 0): refused, the default stands, and
+// MPI_Init says so.
+bool acceptable(const std::string& v, const char* env, const char* def, const char* doc) {
+  if (v == def || !numeric(env, def) || integer(v) || doc_names(doc, v)) return true;
+  return on_off(env, def) && (knob_true(v) || v == "n" || v == "no" || v == "false" || v == "off");
 }
 
 Knobs read_env(std::vector<std::string>* problems) {
@@ -39,14 +60,15 @@ Knobs read_env(std::vector<std::string>* problems) {
       " is neither a number nor a word it takes (loom-inspect --config): "
       "its default is used (";
   Knobs k;
-#define LOOM_KNOB_READ(field, env, def, doc)                                       \
-  do {                                                                             \
-    const char* v = std::getenv(env);                                              \
-    k.field = v ? v : def;                                                         \
-    if (!acceptable(k.field, def, doc)) {                                          \
-      problems->push_back(std::string(env) + "=" + k.field + refused + def + ")"); \
-      k.field = def;                                                               \
-    }                                                                              \
+#define LOOM_KNOB_READ(field, env, def, doc)                                                    \
+  do {                                                                                          \
+    const char* v = std::getenv(env);                                                           \
+    k.field = v && *v ? v : def; /* set but empty: as unset */                                  \
+    if (!acceptable(k.field, env, def, doc)) {                                                  \
+      problems->push_back(std::string(env) + "=" + k.field + refused + (*def ? def : "unset") + \
+                          ")");                                                                 \
+      k.field = def;                                                                            \
+    }                                                                                           \
   } while (0);
   LOOM_KNOBS(LOOM_KNOB_READ)
 #undef LOOM_KNOB_READ
