@@ -1040,6 +1040,23 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   return Source{static_cast<const char*>(base) + h.offset, layout};
 }
 
+namespace {
+// Drops the entries of v that done() says are complete (order not kept),
+// counting them off n.
+template <class V, class Done>
+void drop_done(V& v, std::atomic<size_t>& n, Done done) {
+  for (size_t i = 0; i < v.size();) {
+    if (!done(v[i])) {
+      ++i;
+      continue;
+    }
+    v[i] = std::move(v.back());
+    v.pop_back();
+    n.fetch_sub(1, std::memory_order_release);
+  }
+}
+}  // namespace
+
 void Rendezvous::send_ack(std::unique_ptr<AckOut> a, int to) {
   if (PMPI_Isend(a->seqs.data(), static_cast<int>(a->seqs.size()), MPI_UINT64_T, to, kAckTag, ctrl_,
                  &a->req) != MPI_SUCCESS) {
@@ -1057,17 +1074,11 @@ void Rendezvous::send_ack(std::unique_ptr<AckOut> a, int to) {
 void Rendezvous::test_acks() {
   if (n_acks_out_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lk(acks_mu_);
-  for (size_t i = 0; i < acks_out_.size();) {
+  drop_done(acks_out_, n_acks_out_, [](std::unique_ptr<AckOut>& a) {
     int done = 0;
-    PMPI_Test(&acks_out_[i]->req, &done, MPI_STATUS_IGNORE);
-    if (!done) {
-      ++i;
-      continue;
-    }
-    acks_out_[i] = std::move(acks_out_.back());
-    acks_out_.pop_back();
-    n_acks_out_.fetch_sub(1, std::memory_order_release);
-  }
+    PMPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
 }
 
 void Rendezvous::ack(const Header& h) {
@@ -1156,18 +1167,11 @@ void Rendezvous::progress(bool flush) {
   test_acks();
   if (n_sending_.load(std::memory_order_acquire) != 0) {
     std::lock_guard<std::mutex> lk(mu_);
-    for (size_t i = 0; i < sending_.size();) {
+    drop_done(sending_, n_sending_, [](Sending& out) {
       int done = 0;
-      PMPI_Testall(static_cast<int>(sending_[i].reqs.size()), sending_[i].reqs.data(), &done,
-                   MPI_STATUSES_IGNORE);
-      if (!done) {
-        ++i;
-        continue;
-      }
-      sending_[i] = std::move(sending_.back());
-      sending_.pop_back();
-      n_sending_.fetch_sub(1, std::memory_order_release);
-    }
+      PMPI_Testall(static_cast<int>(out.reqs.size()), out.reqs.data(), &done, MPI_STATUSES_IGNORE);
+      return done != 0;
+    });
   }
   poll_acks(/*throttled=*/!flush);
 }
