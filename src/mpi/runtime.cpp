@@ -56,7 +56,9 @@ Runtime::Runtime() : host_(transport::make_host_mover()) {
               knobs().coll_method.c_str());
   coll_method = cm;
   coll_node_min = std::atoll(knobs().coll_node_min.c_str());
-  coll_node_min_set_ = std::getenv("LOOM_COLL_NODE_MIN") != nullptr;
+  // Set by the user: a value knobs() kept (an empty or a refused one is as unset).
+  const char* node_min = std::getenv("LOOM_COLL_NODE_MIN");
+  coll_node_min_set_ = node_min && *node_min && knobs().coll_node_min == node_min;
   coll_schedule_min = std::atoll(knobs().coll_schedule_min.c_str());
   coll_nccl_nonblocking = knob_true(knobs().coll_nccl_nonblocking);
   coll_lend_min = std::atoll(knobs().coll_lend_min.c_str());

@@ -1216,7 +1216,7 @@ void Rendezvous::shutdown() {
   down_ = true;
   stop_flushing();
   progress();
-  {  // the peers wait for these (their segments, their zero-copy sends)
+  {  // queued segment acks: their senders reuse the memory once they come
     std::lock_guard<std::mutex> lk(acks_mu_);
     for (auto& a : acks_out_) PMPI_Wait(&a->req, MPI_STATUS_IGNORE);
     acks_out_.clear();
