@@ -1,5 +1,6 @@
 #include "stream/engine.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -240,6 +241,18 @@ bool Engine::test(Op& op) {
   return true;
 }
 
+bool Engine::tail_ready(const Op& op) {
+  if (!op.early || !op.tail_fix || op.st.MPI_ERROR != MPI_SUCCESS) return true;
+  MPI_Count got = 0;
+  MPI_Get_elements_x(&op.st, MPI_BYTE, &got);
+  if (got < 0 || static_cast<size_t>(got) >= op.expect) return true;
+  // A short message landed before the stream got to the receive: the bytes
+  // it leaves are the user's as the stream's work before the receive wrote
+  // them, so the fix waits until the stream waits for this receive.
+  const uint64_t w = op.at_wait.load(std::memory_order_acquire);
+  return (w >> 32) && reached(op.ch->position(), static_cast<uint32_t>(w));
+}
+
 void Engine::finish(Op& op) {
   host_actions.fetch_add(1, std::memory_order_relaxed);
   if (tracing_) op.t_done = now_ns();
@@ -282,6 +295,7 @@ void Engine::finish(Op& op) {
 void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
+  std::vector<MPI_Comm> held;
   auto idle_since = std::chrono::steady_clock::now();
   auto last_reap = idle_since;
   constexpr auto kReapEvery = std::chrono::microseconds(20);
@@ -313,10 +327,16 @@ void Engine::run() {
     const auto now = std::chrono::steady_clock::now();  // this pass's clock
     bool did = false;
     // Post in submission order: positions only grow, so an operation whose
-    // trigger is reached has every earlier one of its lane reached too.
+    // trigger is reached has every earlier one of its lane reached too. An
+    // early receive goes at once unless a receive of its communicator before
+    // it still waits for its trigger (matching follows posting order).
+    held.clear();
     for (auto it = waiting.begin(); it != waiting.end();) {
       Op& op = **it;
-      if (!reached(op.ch->position(), op.start)) {
+      const bool go = op.early ? std::find(held.begin(), held.end(), op.comm) == held.end()
+                               : reached(op.ch->position(), op.start);
+      if (!go) {
+        if (op.kind == Op::Kind::kRecv) held.push_back(op.comm);
         ++it;
         continue;
       }
@@ -326,7 +346,7 @@ void Engine::run() {
       it = waiting.erase(it);
     }
     for (auto it = active.begin(); it != active.end();) {
-      if (!test(**it)) {
+      if (!test(**it) || !tail_ready(**it)) {
         Op& op = **it;
         if (!op.overdue && now - op.posted_at > std::chrono::seconds(10)) {
           op.overdue = true;  // a hang shows here first

@@ -52,6 +52,14 @@ class Channel {
   // A free release word (waits for one when all are taken).
   Slot take();
   Status wait(const Slot& s) { return lane_->wait(word(s.index), s.value); }
+  // The word a wait on s reads (host address), and whether the progress
+  // thread has released s already (a wait on it would pass at once).
+  uint32_t* word_of(const Slot& s) { return word(s.index); }
+  bool released(const Slot& s) {
+    return reached(
+        reinterpret_cast<std::atomic<uint32_t>*>(word(s.index))->load(std::memory_order_acquire),
+        s.value);
+  }
   // Progress thread: releases the stream waiting on s, frees the word.
   void release(const Slot& s);
   uint32_t position() const;
@@ -82,7 +90,13 @@ struct Op {
   Kind kind = Kind::kSend;
   std::shared_ptr<Channel> ch;
   uint32_t start = 0;  // posted once the lane's position reaches it
-  Slot slot;           // released when posted (release_on_post) or done
+  // Posted when enqueued (LOOM_STREAM_EARLY_RECV), in call order behind any
+  // receive of its communicator still waiting for its trigger; no trigger.
+  bool early = false;
+  // (1 << 32) | the position the stream writes where it waits for an early
+  // receive: a short message's tail fix reads the user's bytes only then.
+  std::atomic<uint64_t> at_wait{0};
+  Slot slot;  // released when posted (release_on_post) or done
   bool release_on_post = false;
   std::atomic<uint64_t> retire{0};  // (1 << 32) | position after the stream's last use
   // The MPI call: interposed (Loom's own MPI_Isend/MPI_Irecv, which every
@@ -193,6 +207,9 @@ class Engine {
   std::vector<std::string> trace_;
   bool post(Op& op);
   bool test(Op& op);
+  // An early receive's short message may be finished only once its stream
+  // waits for it (Op::at_wait).
+  static bool tail_ready(const Op& op);
   void finish(Op& op);
 
   MPI_Comm world_ = MPI_COMM_NULL, answers_ = MPI_COMM_NULL;

@@ -53,6 +53,11 @@ int classify(const void* buf, int count, MPI_Datatype type, MPI_Comm comm, Buffe
   return MPI_SUCCESS;
 }
 
+bool early_recv(const Buffer& b) {
+  return (b.how == Buffer::How::kPacked || b.how == Buffer::How::kPulled) &&
+         knob_true(knobs().stream_early_recv);
+}
+
 bool direct_on() {
   Runtime* rt = runtime();
   return rt && rt->rv && rt->rv->lends() && knob_true(knobs().test_stream_direct);
@@ -292,28 +297,86 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
   return Status::ok();
 }
 
+namespace {
+
+// A receive's stream work after its wait: copies now, unpacks into `jobs`
+// (run together by the caller). False: none (its retire is its start).
+Result<bool> unstage_into(Channel& ch, const Buffer& b, void* buf, Op& op,
+                          std::vector<LaneJob>* jobs) {
+  switch (b.how) {
+    case Buffer::How::kPulled:
+      if (op.scratch) {
+        LOOM_TRY(ch.lane().copy_from(op.landed, op.scratch, op.expect));
+        jobs->push_back(LaneJob{&b.msg, op.scratch, buf, false, nullptr});
+      } else {
+        int64_t base = 0;
+        transport::contiguous_at(b.msg, &base);
+        LOOM_TRY(ch.lane().copy_from(op.landed, static_cast<char*>(buf) + base, op.expect));
+      }
+      return true;
+    case Buffer::How::kPacked:
+      jobs->push_back(LaneJob{&b.msg, op.staging.host, buf, false, nullptr});
+      return true;
+    case Buffer::How::kSpan:
+      LOOM_TRY(ch.lane().copy_out(static_cast<char*>(buf) + b.span_lo, op.staging.host,
+                                  op.staging.bytes));
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op) {
-  if (b.how == Buffer::How::kPulled) {
-    if (op.scratch) {
-      LOOM_TRY(ch.lane().copy_from(op.landed, op.scratch, op.expect));
-      LOOM_TRY(ch.lane().unpack(b.msg, op.scratch, buf));
-    } else {
-      int64_t base = 0;
-      transport::contiguous_at(b.msg, &base);
-      LOOM_TRY(ch.lane().copy_from(op.landed, static_cast<char*>(buf) + base, op.expect));
-    }
-  } else if (b.how == Buffer::How::kPacked)
-    LOOM_TRY(ch.lane().unpack(b.msg, op.staging.host, buf));
-  else if (b.how == Buffer::How::kSpan)
-    LOOM_TRY(
-        ch.lane().copy_out(static_cast<char*>(buf) + b.span_lo, op.staging.host, op.staging.bytes));
-  else {
+  std::vector<LaneJob> jobs;
+  auto moved = unstage_into(ch, b, buf, op, &jobs);
+  if (!moved) return moved.status();
+  if (!jobs.empty()) LOOM_TRY(ch.lane().run_many(jobs.data(), jobs.size()));
+  if (!moved.value()) {
     set_retire(op, op.start);
     return Status::ok();
   }
   auto pos = ch.mark();
   if (!pos) return pos.status();
   set_retire(op, pos.value());
+  return Status::ok();
+}
+
+Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
+  // Early receives have no trigger: this position tells the thread that the
+  // stream waits for them (a short message's tail fix, Engine::tail_ready).
+  if (std::any_of(ws.begin(), ws.end(), [](const Waited& w) { return w.op->early; })) {
+    auto at = ch.mark();
+    if (!at) return at.status();
+    for (const Waited& w : ws)
+      if (w.op->early)
+        w.op->at_wait.store((uint64_t{1} << 32) | at.value(), std::memory_order_release);
+  }
+  std::vector<uint32_t*> words;
+  std::vector<uint32_t> values;
+  for (const Waited& w : ws)
+    if (!ch.released(w.op->slot)) {
+      words.push_back(ch.word_of(w.op->slot));
+      values.push_back(w.op->slot.value);
+    }
+  if (!words.empty()) LOOM_TRY(ch.lane().wait_many(words.data(), values.data(), words.size()));
+  std::vector<LaneJob> jobs;
+  std::vector<Op*> moved;
+  for (const Waited& w : ws) {
+    if (w.op->kind != Op::Kind::kRecv) continue;
+    auto m = unstage_into(ch, *w.buf, w.user, *w.op, &jobs);
+    if (!m) return m.status();
+    if (m.value())
+      moved.push_back(w.op);
+    else
+      set_retire(*w.op, w.op->start);
+  }
+  if (!jobs.empty()) LOOM_TRY(ch.lane().run_many(jobs.data(), jobs.size()));
+  if (moved.empty()) return Status::ok();
+  auto pos = ch.mark();
+  if (!pos) return pos.status();
+  for (Op* op : moved) set_retire(*op, pos.value());
   return Status::ok();
 }
 

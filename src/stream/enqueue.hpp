@@ -19,6 +19,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "mpi/type_registry.hpp"
 #include "stream/engine.hpp"
 
@@ -67,6 +69,12 @@ void go_direct(const Lane& lane, Buffer* b);
 // stream arena has room (else the message is staged this once).
 void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b);
 
+// A receive into b may be posted when it is enqueued: the MPI writes only
+// Loom's staging, and the stream's work reads it after its wait
+// (LOOM_STREAM_EARLY_RECV). Host buffers and spans (whose staging the
+// stream first fills with the user's bytes) wait for their trigger.
+bool early_recv(const Buffer& b);
+
 // Staging for b on the lane (none for host buffers).
 Result<Block> staging_for(Lane& lane, const Buffer& b);
 
@@ -81,6 +89,18 @@ Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Dataty
 // After the stream's wait for a receive: unpack or copy out, then the
 // position after which its staging may go (op.retire).
 Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op);
+// An operation the stream is to wait for, with the buffer it was enqueued
+// with (a receive's unpack follows the wait).
+struct Waited {
+  Op* op = nullptr;
+  const Buffer* buf = nullptr;
+  void* user = nullptr;
+};
+// The stream's waits for operations of one channel as one batch: the waits
+// the thread has not yet released in one launch, then the receives' copies,
+// their unpacks in one launch, and one position after them all (op.retire).
+// A halo's 52 waits had cost the stream three operations each.
+Status wait_batch(Channel& ch, const std::vector<Waited>& ws);
 // op.retire = position `pos` (known now).
 void set_retire(Op& op, uint32_t pos);
 

@@ -438,12 +438,10 @@ int MPIS_Enqueue_waitall(MPIS_Queue queue) {
     if (!op) (r->send ? sends : recvs).push_back(Pairs::Work{&r->pair, &r->pair_buf, r->rbuf});
   if (Status s = e->pairs().finish_recvs(ch.lane(), recvs); !s)
     return mpi::raise(MPI_COMM_WORLD, s);
-  for (auto& [r, op] : q->started) {
-    if (!op) continue;
-    Status s = ch.wait(op->slot);
-    if (s && !r->send) s = unstage_recv(ch, r->buf, r->rbuf, *op);
-    if (!s) return mpi::raise(r->comm, s);
-  }
+  std::vector<Waited> through_mpi;
+  for (auto& [r, op] : q->started)
+    if (op) through_mpi.push_back(Waited{op.get(), &r->buf, r->rbuf});
+  if (Status s = wait_batch(ch, through_mpi); !s) return mpi::raise(MPI_COMM_WORLD, s);
   if (Status s = e->pairs().finish_sends(ch.lane(), sends); !s)
     return mpi::raise(MPI_COMM_WORLD, s);
   if (!recvs.empty() || !sends.empty())

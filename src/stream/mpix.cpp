@@ -2,6 +2,7 @@
 // (plain and multiplex), and the enqueue functions, on Loom's stream engine.
 // With MPICH >= 4.1 these interpose MPICH's own functions (same names and
 // types); otherwise include/loom/stream.h declares them.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <string>
@@ -238,9 +239,12 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
   if (!s) return fail(comm, s);
-  auto start = ch->mark();
-  if (!start) return fail(comm, start.status());
-  op->start = start.value();
+  op->early = !send && early_recv(b);
+  if (!op->early) {
+    auto start = ch->mark();
+    if (!start) return fail(comm, start.status());
+    op->start = start.value();
+  }
   op->slot = ch->take();
   if (send) set_retire(*op, op->start);  // the stream never touches its staging again
   if (!request && status != MPI_STATUS_IGNORE) op->status_out = status;
@@ -248,8 +252,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   e->submit(op);
   if (!request) {
     // Blocking in stream order: the stream waits here.
-    if (!(s = ch->wait(op->slot))) return fail(comm, s);
-    if (!send && !(s = unstage_recv(*ch, b, rbuf, *op))) return fail(comm, s);
+    if (!(s = wait_batch(*ch, {Waited{op.get(), &b, rbuf}}))) return fail(comm, s);
     return MPI_SUCCESS;
   }
   auto p = std::make_shared<Pending>();
@@ -261,45 +264,67 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   return MPI_SUCCESS;
 }
 
-int wait_enqueue(Engine& e, MPI_Request* request, MPI_Status* status) {
-  if (!request) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST, "null request pointer");
-  if (*request == MPI_REQUEST_NULL) {
-    if (status != MPI_STATUS_IGNORE) {
-      std::memset(status, 0, sizeof(*status));
-      status->MPI_SOURCE = MPI_PROC_NULL;
-      status->MPI_TAG = MPI_ANY_TAG;
+// MPIX_Wait_enqueue and MPIX_Waitall_enqueue: every request is checked
+// before any is taken; the waits of one stream go on it as one batch
+// (wait_batch). statuses: null when ignored.
+int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statuses) {
+  std::vector<std::shared_ptr<Pending>> ps(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (!e.get(Engine::Kind::kEnqueued, key_of(requests[i])))
+      return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST,
+                        "MPIX_Wait_enqueue takes requests of MPIX_Isend/Irecv_enqueue");
+  }
+  for (int i = 0; i < count; ++i)
+    if (requests[i] != MPI_REQUEST_NULL)
+      ps[i] =
+          std::static_pointer_cast<Pending>(e.take(Engine::Kind::kEnqueued, key_of(requests[i])));
+  // Channels in the order of their first request.
+  std::vector<Channel*> chans;
+  for (auto& p : ps)
+    if (p && std::find(chans.begin(), chans.end(), p->op->ch.get()) == chans.end())
+      chans.push_back(p->op->ch.get());
+  int rc = MPI_SUCCESS;
+  for (Channel* ch : chans) {
+    std::vector<Waited> ws;
+    MPI_Comm comm = MPI_COMM_WORLD;
+    for (auto& p : ps)
+      if (p && p->op->ch.get() == ch) {
+        ws.push_back(Waited{p->op.get(), &p->buf, p->user});
+        comm = p->op->comm;
+      }
+    std::lock_guard<std::mutex> lk(ch->mu());
+    if (Status s = wait_batch(*ch, ws); !s && rc == MPI_SUCCESS) rc = mpi::raise(comm, s);
+  }
+  for (int i = 0; i < count; ++i) {
+    MPI_Status* status = statuses ? &statuses[i] : nullptr;
+    if (!ps[i]) {
+      if (status) {
+        std::memset(status, 0, sizeof(*status));
+        status->MPI_SOURCE = MPI_PROC_NULL;
+        status->MPI_TAG = MPI_ANY_TAG;
+      }
+      continue;
     }
-    return MPI_SUCCESS;
-  }
-  auto p = std::static_pointer_cast<Pending>(e.take(Engine::Kind::kEnqueued, key_of(*request)));
-  if (!p)
-    return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST,
-                      "MPIX_Wait_enqueue takes requests of MPIX_Isend/Irecv_enqueue");
-  Op& op = *p->op;
-  Channel& ch = *op.ch;
-  {
-    std::lock_guard<std::mutex> lk(ch.mu());
-    Status s = ch.wait(op.slot);
-    if (s && op.kind == Op::Kind::kRecv) s = unstage_recv(ch, p->buf, p->user, op);
-    if (!s) return mpi::raise(op.comm, s);
-  }
-  if (status != MPI_STATUS_IGNORE) {
-    std::lock_guard<std::mutex> lk(op.mu);
-    if (op.kind == Op::Kind::kSend) {
-      // A send's status says nothing more, and the stream may pass its wait
-      // before the send completes: it is written now.
-      std::memset(status, 0, sizeof(*status));
-      status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
-    } else if (op.done) {
-      *status = op.st;
-    } else {
-      op.status_out = status;
+    Op& op = *ps[i]->op;
+    if (status) {
+      std::lock_guard<std::mutex> lk(op.mu);
+      if (op.kind == Op::Kind::kSend) {
+        // A send's status says nothing more, and the stream may pass its
+        // wait before the send completes: it is written now.
+        std::memset(status, 0, sizeof(*status));
+        status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
+      } else if (op.done) {
+        *status = op.st;
+      } else {
+        op.status_out = status;
+      }
     }
+    // The MPI frees the generalized request once Loom completes it.
+    MPI_Request_free(&requests[i]);
+    requests[i] = MPI_REQUEST_NULL;
   }
-  // The MPI frees the generalized request once Loom completes it.
-  MPI_Request_free(request);
-  *request = MPI_REQUEST_NULL;
-  return MPI_SUCCESS;
+  return rc;
 }
 
 }  // namespace
@@ -602,7 +627,8 @@ int MPIX_Wait_enqueue(MPI_Request* request, MPI_Status* status) {
   int rc = MPI_SUCCESS;
   Engine* e = engine(MPI_COMM_WORLD, &rc);
   if (!e) return rc;
-  return wait_enqueue(*e, request, status);
+  if (!request) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST, "null request pointer");
+  return wait_enqueue(*e, 1, request, status == MPI_STATUS_IGNORE ? nullptr : status);
 }
 
 int MPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[],
@@ -613,12 +639,8 @@ int MPIX_Waitall_enqueue(int count, MPI_Request array_of_requests[],
   if (!e) return rc;
   if (count < 0 || (count > 0 && !array_of_requests))
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "MPIX_Waitall_enqueue: bad arguments");
-  for (int i = 0; i < count; ++i) {
-    MPI_Status* st =
-        array_of_statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &array_of_statuses[i];
-    if ((rc = wait_enqueue(*e, &array_of_requests[i], st)) != MPI_SUCCESS) return rc;
-  }
-  return MPI_SUCCESS;
+  return wait_enqueue(*e, count, array_of_requests,
+                      array_of_statuses == MPI_STATUSES_IGNORE ? nullptr : array_of_statuses);
 }
 
 int MPIX_Allreduce_enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,

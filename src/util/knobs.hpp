@@ -102,6 +102,10 @@ namespace loom {
     "smallest enqueued message (send) or receive buffer (receive) that takes that "             \
     "protocol: below, a derived type's receive would pay more stream work (a copy from where "  \
     "the bytes lie, then an unpack) than its staging does; all ranks alike")                    \
+  X(stream_early_recv, "LOOM_STREAM_EARLY_RECV", "1",                                           \
+    "enqueued device receives into staging (a type Loom reads) are posted to the MPI when "     \
+    "enqueued, in call order behind any receive of the communicator still waiting for its "     \
+    "stream; the stream waits only for the bytes; 0: posted when the stream reaches them")      \
   X(stream_arena, "LOOM_STREAM_ARENA", "268435456",                                             \
     "bytes of device memory each process lends once for those messages (mapped by the "         \
     "node's other processes when a stream communicator is made); a message that finds it "      \

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -293,6 +294,76 @@ TEST_F(Stream, NonblockingWaitallAndShortReceives) {
     EXPECT_EQ(dst[i].bytes, expected(t, 1 + i % 3, peer_src, t, 3, initial[i]));
   }
   MPI_Type_free(&t);
+}
+
+// A short message that lands before the stream reaches its receive (a
+// receive may be posted when it is enqueued: LOOM_STREAM_EARLY_RECV): the
+// bytes it leaves are those the stream's work before the receive wrote,
+// not those the buffer held when the receive was enqueued.
+TEST_F(Stream, ShortMessageBeforeTheStreamGetsThere) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(8, 2, 3, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  for (bool blocking : {false, true}) {
+    SCOPED_TRACE(blocking ? "MPIX_Recv_enqueue" : "MPIX_Irecv_enqueue");
+    Buffer src(t, 3, 61), dst(t, 3, 0), later(t, 3, 62);
+    auto seen = std::make_shared<std::vector<unsigned char>>();
+    // The stream is held while the message lands, then writes the buffer.
+    on_stream(s_, [&dst, &later] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      dst.bytes = later.bytes;
+    });
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Status st;
+    if (blocking) {
+      ASSERT_EQ(MPIX_Recv_enqueue(dst.origin(), 3, t, peer, 30, comm_, &st), MPI_SUCCESS);
+    } else {
+      ASSERT_EQ(MPIX_Irecv_enqueue(dst.origin(), 3, t, peer, 30, comm_, &r), MPI_SUCCESS);
+      ASSERT_EQ(MPIX_Wait_enqueue(&r, &st), MPI_SUCCESS);
+    }
+    on_stream(s_, [&dst, seen] { *seen = dst.bytes; });
+    ASSERT_EQ(MPI_Send(src.origin(), 1, t, peer, 30, comm_), MPI_SUCCESS);
+    sync();
+    int got = -1;
+    MPI_Get_count(&st, t, &got);
+    EXPECT_EQ(got, 1);
+    Buffer peer_src(t, 3, 61);
+    EXPECT_EQ(*seen, expected(t, 1, peer_src, t, 3, later));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  MPI_Type_free(&t);
+}
+
+// A receive posted when enqueued stays behind an earlier receive of its
+// communicator that waits for its stream (a count of 0 does: no staging),
+// so matching follows the order of the calls.
+TEST_F(Stream, EarlyReceiveKeepsCallOrder) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  Buffer four(MPI_INT, 4, 0);
+  if (me % 2 == 1) {
+    on_stream(s_, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+    MPI_Status st0, st1;
+    ASSERT_EQ(MPIX_Recv_enqueue(nullptr, 0, MPI_INT, peer, 9, comm_, &st0), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Recv_enqueue(four.origin(), 4, MPI_INT, peer, 9, comm_, &st1), MPI_SUCCESS);
+    MPI_Barrier(MPI_COMM_WORLD);
+    sync();
+    int n0 = -1, n1 = -1;
+    MPI_Get_count(&st0, MPI_INT, &n0);
+    MPI_Get_count(&st1, MPI_INT, &n1);
+    EXPECT_EQ(st0.MPI_ERROR, MPI_SUCCESS);
+    EXPECT_EQ(n0, 0);
+    EXPECT_EQ(n1, 4);
+    const int* v = reinterpret_cast<const int*>(four.origin());
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(v[i], 40 + i);
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int v[4] = {40, 41, 42, 43};
+    ASSERT_EQ(MPI_Send(v, 0, MPI_INT, peer, 9, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Send(v, 4, MPI_INT, peer, 9, comm_), MPI_SUCCESS);
+  }
 }
 
 // Enqueued and regular operations on one communicator keep MPI's order:
