@@ -87,6 +87,14 @@ void sync(Setup& x) {
   loom_stream_synchronize(x.s);
 }
 
+// Host time spent in the enqueue calls (the application thread's cost of
+// stream-triggered communication), summed over a loop's iterations.
+struct HostTime {
+  double sum = 0, at = 0;
+  void begin() { at = now(); }
+  void end() { sum += now() - at; }
+};
+
 // Round trips of `iters` iterations, the host enqueueing up to `window` of
 // them before it waits for the stream (the staging of enqueued sends lives
 // until they are done).
@@ -110,18 +118,24 @@ double cpu_driven(Setup& x, size_t n, int iters) {
   return (now() - t0) / iters;
 }
 
-double mpix(Setup& x, size_t n, int iters, int window) {
+double mpix(Setup& x, size_t n, int iters, int window, HostTime* ht) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = now();
   for (int i = 0; i < iters; ++i) {
     if (x.me == 0) {
       touch(x, x.src, i);
+      ht->begin();
       MPIX_Send_enqueue(x.src, static_cast<int>(n), MPI_BYTE, x.peer, 0, x.comm);
       MPIX_Recv_enqueue(x.dst, static_cast<int>(n), MPI_BYTE, x.peer, 0, x.comm, MPI_STATUS_IGNORE);
+      ht->end();
     } else {
+      ht->begin();
       MPIX_Recv_enqueue(x.dst, static_cast<int>(n), MPI_BYTE, x.peer, 0, x.comm, MPI_STATUS_IGNORE);
+      ht->end();
       touch(x, x.dst, i);
+      ht->begin();
       MPIX_Send_enqueue(x.dst, static_cast<int>(n), MPI_BYTE, x.peer, 0, x.comm);
+      ht->end();
     }
     if ((i + 1) % window == 0) sync(x);
   }
@@ -129,7 +143,7 @@ double mpix(Setup& x, size_t n, int iters, int window) {
   return (now() - t0) / iters;
 }
 
-double mpis(Setup& x, size_t n, int iters, int window) {
+double mpis(Setup& x, size_t n, int iters, int window, HostTime* ht) {
   MPIS_Request send, recv;
   MPIS_Send_init(x.me == 0 ? x.src : x.dst, static_cast<MPI_Count>(n), MPI_BYTE, x.peer, 1, x.comm,
                  MPI_INFO_NULL, &send);
@@ -142,16 +156,22 @@ double mpis(Setup& x, size_t n, int iters, int window) {
   for (int i = 0; i < iters; ++i) {
     if (x.me == 0) {
       touch(x, x.src, i);
+      ht->begin();
       MPIS_Enqueue_start(x.q, &send);
       MPIS_Enqueue_waitall(x.q);
       MPIS_Enqueue_start(x.q, &recv);
       MPIS_Enqueue_waitall(x.q);
+      ht->end();
     } else {
+      ht->begin();
       MPIS_Enqueue_start(x.q, &recv);
       MPIS_Enqueue_waitall(x.q);
+      ht->end();
       touch(x, x.dst, i);
+      ht->begin();
       MPIS_Enqueue_start(x.q, &send);
       MPIS_Enqueue_waitall(x.q);
+      ht->end();
     }
     if ((i + 1) % window == 0) sync(x);
   }
@@ -247,25 +267,27 @@ double halo_cpu(Setup& x, Halo& h, int iters) {
   return (now() - t0) / iters;
 }
 
-double halo_mpix(Setup& x, Halo& h, int iters, int window) {
+double halo_mpix(Setup& x, Halo& h, int iters, int window, HostTime* ht) {
   const int k = static_cast<int>(h.peer.size());
   std::vector<MPI_Request> r(2 * k);
   MPI_Barrier(MPI_COMM_WORLD);
   const double t0 = now();
   for (int i = 0; i < iters; ++i) {
     touch(x, h.grid, i);
+    ht->begin();
     for (int j = 0; j < k; ++j)
       MPIX_Irecv_enqueue(h.grid, 1, h.recv_t[j], h.peer[j], h.recv_tag[j], x.comm, &r[j]);
     for (int j = 0; j < k; ++j)
       MPIX_Isend_enqueue(h.grid, 1, h.send_t[j], h.peer[j], h.send_tag[j], x.comm, &r[k + j]);
     MPIX_Waitall_enqueue(2 * k, r.data(), MPI_STATUSES_IGNORE);
+    ht->end();
     if ((i + 1) % window == 0) sync(x);
   }
   sync(x);
   return (now() - t0) / iters;
 }
 
-double halo_mpis(Setup& x, Halo& h, int iters, int window) {
+double halo_mpis(Setup& x, Halo& h, int iters, int window, HostTime* ht) {
   const int k = static_cast<int>(h.peer.size());
   std::vector<MPIS_Request> r(2 * k);
   for (int j = 0; j < k; ++j)
@@ -278,8 +300,10 @@ double halo_mpis(Setup& x, Halo& h, int iters, int window) {
   const double t0 = now();
   for (int i = 0; i < iters; ++i) {
     touch(x, h.grid, i);
+    ht->begin();
     MPIS_Enqueue_startall(x.q, 2 * k, r.data());
     MPIS_Enqueue_waitall(x.q);
+    ht->end();
     if ((i + 1) % window == 0) sync(x);
   }
   MPIS_Queue_wait(x.q);
@@ -295,10 +319,12 @@ void halo_table(Setup& x, bool quick, FILE* csv, const std::string& device) {
     std::printf(
         "\nHalo exchange: %d ranks in a periodic 3D grid, 26 neighbours (subarray types), "
         "n^3 doubles a rank with a halo of 1; time an iteration (compute kernel + exchange) "
-        "in microseconds, host actions an iteration in brackets\n\n",
+        "in microseconds, host actions an iteration in brackets; host: the application "
+        "thread's time in the enqueue calls an iteration (rank 0)\n\n",
         size);
-    std::printf("| n | CPU-driven | MPIX enqueue | speed-up | MPIS | speed-up |\n");
-    std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::printf(
+        "| n | CPU-driven | MPIX enqueue | speed-up | MPIS | speed-up | MPIX host | MPIS host |\n");
+    std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   }
   const std::vector<int> ns = quick ? std::vector<int>{8} : std::vector<int>{16, 32, 64, 128};
   for (int n : ns) {
@@ -315,21 +341,24 @@ void halo_table(Setup& x, bool quick, FILE* csv, const std::string& device) {
     }
     const int iters = quick ? 10 : 100, window = 8;
     halo_cpu(x, h, 3);  // warm-ups
-    halo_mpix(x, h, 3, window);
-    halo_mpis(x, h, 3, window);
+    HostTime eh, ph;
+    halo_mpix(x, h, 3, window, &eh);
+    halo_mpis(x, h, 3, window, &ph);
+    eh = ph = HostTime{};
     const double c = slowest(halo_cpu(x, h, iters));
     long long a0 = actions();
-    const double e = slowest(halo_mpix(x, h, iters, window));
+    const double e = slowest(halo_mpix(x, h, iters, window, &eh));
     const double ea = static_cast<double>(actions() - a0) / iters;
     a0 = actions();
-    const double p = slowest(halo_mpis(x, h, iters, window));
+    const double p = slowest(halo_mpis(x, h, iters, window, &ph));
     const double pa = static_cast<double>(actions() - a0) / iters;
+    const double eu = eh.sum / iters * 1e6, pu = ph.sum / iters * 1e6;
     if (x.me == 0)
-      std::printf("| %d | %.1f | %.1f [%.0f] | %.2fx | %.1f [%.0f] | %.2fx |\n", n, c * 1e6,
-                  e * 1e6, ea, c / e, p * 1e6, pa, c / p);
+      std::printf("| %d | %.1f | %.1f [%.0f] | %.2fx | %.1f [%.0f] | %.2fx | %.1f | %.1f |\n", n,
+                  c * 1e6, e * 1e6, ea, c / e, p * 1e6, pa, c / p, eu, pu);
     if (csv)
-      std::fprintf(csv, "halo,%d,%d,%.2f,%.2f,%.1f,%.2f,%.1f,%s\n", size, n, c * 1e6, e * 1e6, ea,
-                   p * 1e6, pa, device.c_str());
+      std::fprintf(csv, "halo,%d,%d,%.2f,%.2f,%.1f,%.2f,%.1f,%.2f,%.2f,%s\n", size, n, c * 1e6,
+                   e * 1e6, ea, p * 1e6, pa, eu, pu, device.c_str());
     if (x.emulated) {
       std::free(h.grid);
     } else {
@@ -415,15 +444,17 @@ int bench_stream(bool quick, const char* csv_path) {
     // size: bytes (pingpong) or n, a rank's n^3 cells (halo); times in us.
     std::fprintf(csv,
                  "table,ranks,size,cpu_driven_us,mpix_us,mpix_host_actions,mpis_us,"
-                 "mpis_host_actions,device\n");
+                 "mpis_host_actions,mpix_enqueue_us,mpis_enqueue_us,device\n");
   }
   if (size == 2 && x.me == 0) {
     std::printf(
         "loom-bench stream: 2 ranks, %s; round trip (kernel + send + receive on both "
-        "sides) in microseconds; host actions a round trip in brackets\n\n",
+        "sides) in microseconds; host actions a round trip in brackets; host: the application "
+        "thread's time in the enqueue calls a round trip (rank 0)\n\n",
         device.c_str());
-    std::printf("| bytes | CPU-driven | MPIX enqueue | ratio | MPIS | ratio |\n");
-    std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    std::printf(
+        "| bytes | CPU-driven | MPIX enqueue | ratio | MPIS | ratio | MPIX host | MPIS host |\n");
+    std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   }
   std::vector<size_t> sizes;  // the ping-pong: 2 ranks only
   for (size_t n = 8; size == 2 && n <= most; n *= (quick ? 64 : 8)) sizes.push_back(n);
@@ -433,21 +464,24 @@ int bench_stream(bool quick, const char* csv_path) {
     const int window = n <= (size_t{1} << 20) ? 16 : 4;
     cli::progress("loom-bench", "stream: ping-pong, %zu bytes", n);
     cpu_driven(x, n, 5);  // warm-ups: pools, layouts, the model's cache
-    mpix(x, n, 5, window);
-    mpis(x, n, 5, window);
+    HostTime eh, ph;
+    mpix(x, n, 5, window, &eh);
+    mpis(x, n, 5, window, &ph);
+    eh = ph = HostTime{};
     const double c = slowest(cpu_driven(x, n, iters));
     long long a0 = actions();
-    const double e = slowest(mpix(x, n, iters, window));
+    const double e = slowest(mpix(x, n, iters, window, &eh));
     const double ea = static_cast<double>(actions() - a0) / iters;
     a0 = actions();
-    const double p = slowest(mpis(x, n, iters, window));
+    const double p = slowest(mpis(x, n, iters, window, &ph));
     const double pa = static_cast<double>(actions() - a0) / iters;
+    const double eu = eh.sum / iters * 1e6, pu = ph.sum / iters * 1e6;
     if (x.me == 0)
-      std::printf("| %s | %.1f | %.1f [%.0f] | %.2f | %.1f [%.0f] | %.2f |\n", size_name(n).c_str(),
-                  c * 1e6, e * 1e6, ea, e / c, p * 1e6, pa, p / c);
+      std::printf("| %s | %.1f | %.1f [%.0f] | %.2f | %.1f [%.0f] | %.2f | %.1f | %.1f |\n",
+                  size_name(n).c_str(), c * 1e6, e * 1e6, ea, e / c, p * 1e6, pa, p / c, eu, pu);
     if (csv)
-      std::fprintf(csv, "pingpong,2,%zu,%.2f,%.2f,%.1f,%.2f,%.1f,%s\n", n, c * 1e6, e * 1e6, ea,
-                   p * 1e6, pa, device_csv.c_str());
+      std::fprintf(csv, "pingpong,2,%zu,%.2f,%.2f,%.1f,%.2f,%.1f,%.2f,%.2f,%s\n", n, c * 1e6,
+                   e * 1e6, ea, p * 1e6, pa, eu, pu, device_csv.c_str());
   }
   if (x.me == 0 && size != 2) std::printf("loom-bench stream: %s\n", device.c_str());
   halo_table(x, quick, csv, device_csv);

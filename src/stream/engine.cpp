@@ -289,7 +289,16 @@ void Engine::finish(Op& op) {
   }
   // Released once: a send the MPI refused still lets its stream go on.
   if (!op.released) op.ch->release(op.slot);
-  if (greq != MPI_REQUEST_NULL) MPI_Grequest_complete(greq);
+  if (greq != MPI_REQUEST_NULL) {
+    MPI_Grequest_complete(greq);
+    bool free_it = false;
+    {
+      std::lock_guard<std::mutex> lk(op.mu);
+      op.greq_complete = true;
+      free_it = op.greq_free;
+    }
+    if (free_it) LOOM_NEXT(MPI_Request_free)(&greq);
+  }
 }
 
 void Engine::run() {

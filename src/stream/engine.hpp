@@ -143,6 +143,11 @@ struct Op {
   MPI_Status st{};
   bool done = false;  // under mu
   MPI_Request greq = MPI_REQUEST_NULL;
+  // Under mu: the thread has completed greq; its wait freed it before that
+  // (the thread frees it once complete: Open MPI under MPI_THREAD_MULTIPLE
+  // mishandles freeing an active request, and Loom's own MPI_Request_free
+  // would keep testing it in every later call).
+  bool greq_complete = false, greq_free = false;
   std::shared_ptr<std::atomic<int>> active;  // decremented when done
   // Progress thread only.
   MPI_Request req = MPI_REQUEST_NULL;

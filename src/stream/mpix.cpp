@@ -320,8 +320,14 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
         op.status_out = status;
       }
     }
-    // The MPI frees the generalized request once Loom completes it.
-    MPI_Request_free(&requests[i]);
+    // Freed once complete: now, or by the thread when it completes it.
+    bool free_now = false;
+    {
+      std::lock_guard<std::mutex> lk(op.mu);
+      free_now = op.greq_complete;
+      op.greq_free = !free_now;
+    }
+    if (free_now) LOOM_NEXT(MPI_Request_free)(&requests[i]);
     requests[i] = MPI_REQUEST_NULL;
   }
   return rc;
