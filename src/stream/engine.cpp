@@ -99,6 +99,7 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return;
     stop_ = true;
+    stopping_.store(true);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -121,6 +122,7 @@ void Engine::submit(std::shared_ptr<Op> op) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
     incoming_.push_back(std::move(op));
+    pending_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -310,9 +312,12 @@ void Engine::run() {
   constexpr auto kReapEvery = std::chrono::microseconds(20);
   std::chrono::steady_clock::time_point stop_at{};
   for (;;) {
-    {
+    // The lock only when there is news: the enqueueing threads take it too,
+    // and a thread polling under it made each enqueue call wait for it.
+    const bool idle = waiting.empty() && active.empty() && retiring.empty();
+    if (idle || pending_.load(std::memory_order_acquire) > 0 || stopping_.load()) {
       std::unique_lock<std::mutex> lk(mu_);
-      if (waiting.empty() && active.empty() && retiring.empty()) {
+      if (idle) {
         cv_.wait(lk, [this] { return stop_ || !incoming_.empty(); });
         if (incoming_.empty()) return;  // stopping with nothing in flight
       }
@@ -331,6 +336,7 @@ void Engine::run() {
       while (!incoming_.empty()) {
         waiting.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_relaxed);
       }
     }
     const auto now = std::chrono::steady_clock::now();  // this pass's clock

@@ -224,7 +224,8 @@ class Engine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Op>> incoming_;
-  std::atomic<int> pending_{0};
+  std::atomic<int> pending_{0};  // incoming_'s size, read without the lock
+  std::atomic<bool> stopping_{false};
   bool stop_ = false;
   std::thread thread_;
   std::mutex reg_mu_;

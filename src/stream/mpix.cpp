@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -18,6 +19,7 @@
 #include "type/from_mpi.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::stream {
 namespace {
@@ -190,6 +192,8 @@ int fail(MPI_Comm comm, const Status& s) {
 // The common body of the four point-to-point enqueue calls.
 int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype type, int peer,
                 int tag, MPI_Comm comm, MPI_Status* status, MPI_Request* request) {
+  stats::Scope whole(stats::kEnqueue);
+  std::optional<stats::Scope> phase(std::in_place, stats::kEnqueuePrepare);
   int rc = MPI_SUCCESS;
   Engine* e = engine(comm, &rc);
   if (!e) return rc;
@@ -210,6 +214,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
   go_direct(ch->lane(), &b);
   go_lent(ch->lane(), send, comm, peer, &b);
+  phase.emplace(stats::kEnqueueStaging);
   auto op = std::make_shared<Op>();
   // Until the engine has the operation, a failure gives back what it took.
   struct Undo {
@@ -231,14 +236,17 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   op->peer = peer;
   op->tag = tag;
   op->comm = comm;
+  phase.emplace(stats::kEnqueueRequest);
   if (request) {
     rc = MPI_Grequest_start(query_fn, free_fn, cancel_fn, nullptr, &op->greq);
     if (rc != MPI_SUCCESS) return mpi::raise(comm, rc, "MPI_Grequest_start failed");
   }
+  phase.emplace(stats::kEnqueueStage);
   std::lock_guard<std::mutex> lk(ch->mu());
   Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
   if (!s) return fail(comm, s);
+  phase.emplace(stats::kEnqueueMark);
   op->early = !send && early_recv(b);
   if (!op->early) {
     auto start = ch->mark();
@@ -249,6 +257,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   if (send) set_retire(*op, op->start);  // the stream never touches its staging again
   if (!request && status != MPI_STATUS_IGNORE) op->status_out = status;
   undo.armed = false;
+  phase.emplace(stats::kEnqueueSubmit);
   e->submit(op);
   if (!request) {
     // Blocking in stream order: the stream waits here.
@@ -268,6 +277,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
 // before any is taken; the waits of one stream go on it as one batch
 // (wait_batch). statuses: null when ignored.
 int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statuses) {
+  stats::Scope whole(stats::kEnqueueWait);
   std::vector<std::shared_ptr<Pending>> ps(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     if (requests[i] == MPI_REQUEST_NULL) continue;
@@ -294,6 +304,7 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
         comm = p->op->comm;
       }
     std::lock_guard<std::mutex> lk(ch->mu());
+    stats::Scope batch(stats::kEnqueueWaitBatch);
     if (Status s = wait_batch(*ch, ws); !s && rc == MPI_SUCCESS) rc = mpi::raise(comm, s);
   }
   for (int i = 0; i < count; ++i) {

@@ -35,7 +35,16 @@ namespace loom::stats {
   X(kUnpackIssue, "pull: copies and kernels issued (host time)")      \
   X(kIssueItems, "pull: each message's copy or kernel planned")       \
   X(kLaunch, "kernels planned and launched (batched)")                \
-  X(kLaunchOnly, "kernels launched (batched, host time)")
+  X(kLaunchOnly, "kernels launched (batched, host time)")             \
+  X(kEnqueue, "enqueue: MPIX point-to-point call (whole)")            \
+  X(kEnqueuePrepare, "enqueue: checks, buffer classified")            \
+  X(kEnqueueStaging, "enqueue: operation made, staging taken")        \
+  X(kEnqueueRequest, "enqueue: generalized request made")             \
+  X(kEnqueueStage, "enqueue: stream work issued (pack, copies)")      \
+  X(kEnqueueMark, "enqueue: trigger position written")                \
+  X(kEnqueueSubmit, "enqueue: handed to the progress thread")         \
+  X(kEnqueueWait, "enqueue: MPIX_Wait(all)_enqueue (whole)")          \
+  X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")
 
 enum Phase : int {
 #define LOOM_STAT_ENUM(id, doc) id,
