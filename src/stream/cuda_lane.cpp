@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "pack/gpu_engine.hpp"
@@ -215,23 +216,47 @@ class CudaLane final : public Lane {
   }
 
  private:
-  static Status word_address(uint32_t* word, uint32_t** dev) {
+  // Device addresses of mapped host memory, by page: the lane flags the same
+  // words and stages in the same pooled blocks over and over, and a driver
+  // lookup each time cost a halo's enqueue calls tens of microseconds an
+  // iteration. Pages stay mapped while a lane lives (pools keep their blocks).
+  bool cached(const void* host, void** dev) {
+    const uintptr_t page = reinterpret_cast<uintptr_t>(host) & ~uintptr_t{4095};
+    {
+      std::lock_guard<std::mutex> lk(dev_mu_);
+      auto it = dev_of_page_.find(page);
+      if (it != dev_of_page_.end()) {
+        *dev = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host) + it->second);
+        return true;
+      }
+    }
     void* d = nullptr;
-    LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&d, word, 0), "flag address"));
+    if (cudaHostGetDevicePointer(&d, const_cast<void*>(host), 0) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    std::lock_guard<std::mutex> lk(dev_mu_);
+    if (dev_of_page_.size() > 65536) dev_of_page_.clear();
+    dev_of_page_[page] = reinterpret_cast<uintptr_t>(d) - reinterpret_cast<uintptr_t>(host);
+    *dev = d;
+    return true;
+  }
+  Status word_address(uint32_t* word, uint32_t** dev) {
+    void* d = nullptr;
+    if (!cached(word, &d)) return Status(Err::kCuda, "flag address: not mapped host memory");
     *dev = static_cast<uint32_t*>(d);
     return Status::ok();
   }
-  void* device_address(const void* host) const {
+  void* device_address(const void* host) {
     void* dev = nullptr;
-    if (cudaHostGetDevicePointer(&dev, const_cast<void*>(host), 0) != cudaSuccess) {
-      cudaGetLastError();
-      return const_cast<void*>(host);  // unified addressing: the same pointer
-    }
+    if (!cached(host, &dev)) return const_cast<void*>(host);  // unified addressing: the same
     return dev;
   }
   cudaStream_t s_;
   int device_ = 0;
   uint64_t* near_ = nullptr;  // copy_from's (kept: freeing would synchronise the device)
+  std::mutex dev_mu_;
+  std::unordered_map<uintptr_t, uintptr_t> dev_of_page_;  // page -> device minus host address
 };
 
 }  // namespace

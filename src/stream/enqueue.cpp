@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "mpi/device_message.hpp"
@@ -15,6 +16,7 @@
 #include "type/from_mpi.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::stream {
 
@@ -353,6 +355,7 @@ Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
       if (w.op->early)
         w.op->at_wait.store((uint64_t{1} << 32) | at.value(), std::memory_order_release);
   }
+  std::optional<stats::Scope> phase(std::in_place, stats::kEnqueueWaitWords);
   std::vector<uint32_t*> words;
   std::vector<uint32_t> values;
   for (const Waited& w : ws)
@@ -361,6 +364,7 @@ Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
       values.push_back(w.op->slot.value);
     }
   if (!words.empty()) LOOM_TRY(ch.lane().wait_many(words.data(), values.data(), words.size()));
+  phase.emplace(stats::kEnqueueUnpacks);
   std::vector<LaneJob> jobs;
   std::vector<Op*> moved;
   for (const Waited& w : ws) {

@@ -281,14 +281,15 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
   std::vector<std::shared_ptr<Pending>> ps(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     if (requests[i] == MPI_REQUEST_NULL) continue;
-    if (!e.get(Engine::Kind::kEnqueued, key_of(requests[i])))
+    ps[i] = std::static_pointer_cast<Pending>(e.take(Engine::Kind::kEnqueued, key_of(requests[i])));
+    if (!ps[i]) {
+      // None is taken when one is not an enqueued request.
+      for (int j = 0; j < i; ++j)
+        if (ps[j]) e.put(Engine::Kind::kEnqueued, key_of(requests[j]), std::move(ps[j]));
       return mpi::raise(MPI_COMM_WORLD, MPI_ERR_REQUEST,
                         "MPIX_Wait_enqueue takes requests of MPIX_Isend/Irecv_enqueue");
+    }
   }
-  for (int i = 0; i < count; ++i)
-    if (requests[i] != MPI_REQUEST_NULL)
-      ps[i] =
-          std::static_pointer_cast<Pending>(e.take(Engine::Kind::kEnqueued, key_of(requests[i])));
   // Channels in the order of their first request.
   std::vector<Channel*> chans;
   for (auto& p : ps)

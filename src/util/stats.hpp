@@ -44,7 +44,9 @@ namespace loom::stats {
   X(kEnqueueMark, "enqueue: trigger position written")                \
   X(kEnqueueSubmit, "enqueue: handed to the progress thread")         \
   X(kEnqueueWait, "enqueue: MPIX_Wait(all)_enqueue (whole)")          \
-  X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")
+  X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")      \
+  X(kEnqueueWaitWords, "enqueue: the batch's waits issued")           \
+  X(kEnqueueUnpacks, "enqueue: the batch's copies and unpacks issued")
 
 enum Phase : int {
 #define LOOM_STAT_ENUM(id, doc) id,

@@ -650,6 +650,18 @@ TEST_F(Stream, BadInput) {
   MPI_Request r;
   MPI_Irecv(&v, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r);
   EXPECT_EQ(MPIX_Wait_enqueue(&r, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+  // ... beside an enqueued one in a Waitall: refused, the enqueued one kept.
+  {
+    MPI_Request both[2] = {MPI_REQUEST_NULL, r};
+    ASSERT_EQ(MPIX_Irecv_enqueue(&v, 1, MPI_INT, world_rank(), 77, comm_, &both[0]), MPI_SUCCESS);
+    EXPECT_EQ(MPIX_Waitall_enqueue(2, both, MPI_STATUSES_IGNORE), MPI_ERR_REQUEST);
+    EXPECT_NE(both[0], MPI_REQUEST_NULL);
+    int seven = 7;
+    ASSERT_EQ(MPI_Send(&seven, 1, MPI_INT, world_rank(), 77, comm_), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Wait_enqueue(&both[0], MPI_STATUS_IGNORE), MPI_SUCCESS);
+    sync();
+    EXPECT_EQ(v, 7);
+  }
   MPI_Wait(&r, MPI_STATUS_IGNORE);
   // MPI_PROC_NULL moves nothing.
   ASSERT_EQ(MPIX_Send_enqueue(&v, 1, MPI_INT, MPI_PROC_NULL, 0, comm_), MPI_SUCCESS);
