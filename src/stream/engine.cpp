@@ -127,6 +127,15 @@ void Engine::submit(std::shared_ptr<Op> op) {
   cv_.notify_one();
 }
 
+void Engine::free_later(MPI_Request r) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    to_free_.push_back(r);
+    pending_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+}
+
 void Engine::put(Kind k, uintptr_t key, std::shared_ptr<void> obj) {
   std::lock_guard<std::mutex> lk(reg_mu_);
   reg_[{static_cast<int>(k), key}] = std::move(obj);
@@ -307,6 +316,7 @@ void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   std::vector<MPI_Comm> held;
+  std::vector<MPI_Request> gone;  // completed requests to free
   auto idle_since = std::chrono::steady_clock::now();
   auto last_reap = idle_since;
   constexpr auto kReapEvery = std::chrono::microseconds(20);
@@ -318,11 +328,15 @@ void Engine::run() {
     if (idle || pending_.load(std::memory_order_acquire) > 0 || stopping_.load()) {
       std::unique_lock<std::mutex> lk(mu_);
       if (idle) {
-        cv_.wait(lk, [this] { return stop_ || !incoming_.empty(); });
-        if (incoming_.empty()) return;  // stopping with nothing in flight
+        cv_.wait(lk, [this] { return stop_ || !incoming_.empty() || !to_free_.empty(); });
       }
-      if (stop_ && incoming_.empty() && waiting.empty() && active.empty())
-        return;  // at finalize, staging a stream may still hold goes with the pools
+      pending_.fetch_sub(static_cast<int>(to_free_.size()), std::memory_order_relaxed);
+      gone.swap(to_free_);
+      if (stop_ && incoming_.empty() && waiting.empty() && active.empty()) {
+        // At finalize (staging a stream may still hold goes with the pools).
+        for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
+        return;
+      }
       if (stop_) {
         // At finalize: what a stream never reached cannot finish.
         const auto at = std::chrono::steady_clock::now();
@@ -339,6 +353,8 @@ void Engine::run() {
         pending_.fetch_sub(1, std::memory_order_relaxed);
       }
     }
+    for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
+    gone.clear();
     const auto now = std::chrono::steady_clock::now();  // this pass's clock
     bool did = false;
     // Post in submission order: positions only grow, so an operation whose

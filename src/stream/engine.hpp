@@ -174,6 +174,9 @@ class Engine {
 
   // Hands an operation to the progress thread (it was enqueued on its lane).
   void submit(std::shared_ptr<Op> op);
+  // A completed generalized request the thread frees (the application
+  // thread's MPI calls wait for the MPI's lock while the thread tests).
+  void free_later(MPI_Request r);
 
   // The lane for a stream value: an emulated stream made here, or a CUDA
   // stream.
@@ -224,7 +227,8 @@ class Engine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Op>> incoming_;
-  std::atomic<int> pending_{0};  // incoming_'s size, read without the lock
+  std::atomic<int> pending_{0};       // news under mu_ (incoming_, to_free_), read without it
+  std::vector<MPI_Request> to_free_;  // under mu_; counted in pending_
   std::atomic<bool> stopping_{false};
   bool stop_ = false;
   std::thread thread_;

@@ -339,7 +339,7 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
       free_now = op.greq_complete;
       op.greq_free = !free_now;
     }
-    if (free_now) LOOM_NEXT(MPI_Request_free)(&requests[i]);
+    if (free_now) e.free_later(requests[i]);
     requests[i] = MPI_REQUEST_NULL;
   }
   return rc;
