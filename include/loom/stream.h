@@ -121,6 +121,9 @@ int loom_stream_pair_rounds(long long* count);
  * segment lent to the receiver, and receives whose stream copied the bytes
  * from the sender's memory where they lay. */
 int loom_stream_lent_messages(long long* count);
+/* MPIX_*_enqueue receives of this process posted to the MPI when they were
+ * enqueued (LOOM_STREAM_EARLY_RECV), not when their stream reached them. */
+int loom_stream_early_receives(long long* count);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "pack/gpu_engine.hpp"
@@ -219,14 +219,15 @@ class CudaLane final : public Lane {
   // Device addresses of mapped host memory, by page: the lane flags the same
   // words and stages in the same pooled blocks over and over, and a driver
   // lookup each time cost a halo's enqueue calls tens of microseconds an
-  // iteration. Pages stay mapped while a lane lives (pools keep their blocks).
+  // iteration. Only pages whose device address is their host address are
+  // kept (mapped pinned memory under unified addressing): a page freed and
+  // reused then gives the address a failed lookup falls back to anyway.
   bool cached(const void* host, void** dev) {
     const uintptr_t page = reinterpret_cast<uintptr_t>(host) & ~uintptr_t{4095};
     {
       std::lock_guard<std::mutex> lk(dev_mu_);
-      auto it = dev_of_page_.find(page);
-      if (it != dev_of_page_.end()) {
-        *dev = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host) + it->second);
+      if (identity_pages_.count(page)) {
+        *dev = const_cast<void*>(host);
         return true;
       }
     }
@@ -235,10 +236,11 @@ class CudaLane final : public Lane {
       cudaGetLastError();
       return false;
     }
-    std::lock_guard<std::mutex> lk(dev_mu_);
-    if (dev_of_page_.size() > 65536) dev_of_page_.clear();
-    dev_of_page_[page] = reinterpret_cast<uintptr_t>(d) - reinterpret_cast<uintptr_t>(host);
     *dev = d;
+    if (d != host) return true;
+    std::lock_guard<std::mutex> lk(dev_mu_);
+    if (identity_pages_.size() > 65536) identity_pages_.clear();
+    identity_pages_.insert(page);
     return true;
   }
   Status word_address(uint32_t* word, uint32_t** dev) {
@@ -256,7 +258,7 @@ class CudaLane final : public Lane {
   int device_ = 0;
   uint64_t* near_ = nullptr;  // copy_from's (kept: freeing would synchronise the device)
   std::mutex dev_mu_;
-  std::unordered_map<uintptr_t, uintptr_t> dev_of_page_;  // page -> device minus host address
+  std::unordered_set<uintptr_t> identity_pages_;  // pages mapped at their own address
 };
 
 }  // namespace

@@ -214,6 +214,7 @@ bool Engine::post(Op& op) {
       break;
   }
   host_actions.fetch_add(1, std::memory_order_relaxed);
+  if (op.early) early_receives.fetch_add(1, std::memory_order_relaxed);
   LOOM_DEBUG(kMpi, "stream thread: posted (%d)", rc);
   op.posted = true;
   op.posted_at = std::chrono::steady_clock::now();
@@ -252,6 +253,11 @@ bool Engine::test(Op& op) {
   return true;
 }
 
+bool Engine::stream_waits(const Op& op) {
+  const uint64_t w = op.at_wait.load(std::memory_order_acquire);
+  return (w >> 32) && reached(op.ch->position(), static_cast<uint32_t>(w));
+}
+
 bool Engine::tail_ready(const Op& op) {
   if (!op.early || !op.tail_fix || op.st.MPI_ERROR != MPI_SUCCESS) return true;
   MPI_Count got = 0;
@@ -259,9 +265,9 @@ bool Engine::tail_ready(const Op& op) {
   if (got < 0 || static_cast<size_t>(got) >= op.expect) return true;
   // A short message landed before the stream got to the receive: the bytes
   // it leaves are the user's as the stream's work before the receive wrote
-  // them, so the fix waits until the stream waits for this receive.
-  const uint64_t w = op.at_wait.load(std::memory_order_acquire);
-  return (w >> 32) && reached(op.ch->position(), static_cast<uint32_t>(w));
+  // them, so the fix waits until the stream waits for this receive (which
+  // only MPIX_Wait(all)_enqueue arranges: its requests must end there).
+  return stream_waits(op);
 }
 
 void Engine::finish(Op& op) {
@@ -344,6 +350,7 @@ void Engine::run() {
         if (at - stop_at > std::chrono::seconds(10)) {
           LOOM_WARN(kMpi, "finalize: %zu enqueued operations never reached by their stream",
                     waiting.size() + active.size());
+          for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
           return;
         }
       }
@@ -379,6 +386,8 @@ void Engine::run() {
     for (auto it = active.begin(); it != active.end();) {
       if (!test(**it) || !tail_ready(**it)) {
         Op& op = **it;
+        // An early receive's clock starts when its stream waits for it.
+        if (op.early && !stream_waits(op)) op.posted_at = now;
         if (!op.overdue && now - op.posted_at > std::chrono::seconds(10)) {
           op.overdue = true;  // a hang shows here first
           LOOM_WARN(kMpi, "enqueued %s with peer %d, tag %d: not complete 10 s after it was posted",

@@ -63,6 +63,8 @@ class Channel {
   // Progress thread: releases the stream waiting on s, frees the word.
   void release(const Slot& s);
   uint32_t position() const;
+  // The last position enqueued (call under mu()).
+  uint32_t last() const { return seq_; }
   // The stream has not reached the last point enqueued on it.
   bool busy() {
     std::lock_guard<std::mutex> lk(mu_);
@@ -195,8 +197,9 @@ class Engine {
   // The attribute key of stream communicators (made on first use).
   int keyval(MPI_Comm_delete_attr_function* on_free);
   std::atomic<long long> host_actions{0};
-  std::atomic<long long> pair_rounds{0};    // MPIS rounds on the on-node pair path
-  std::atomic<long long> lent_messages{0};  // loom_stream_lent_messages
+  std::atomic<long long> pair_rounds{0};     // MPIS rounds on the on-node pair path
+  std::atomic<long long> lent_messages{0};   // loom_stream_lent_messages
+  std::atomic<long long> early_receives{0};  // loom_stream_early_receives
 
   // Live handles of the stream APIs, so that a freed or foreign handle is an
   // MPI error, not a crash.
@@ -218,6 +221,8 @@ class Engine {
   // An early receive's short message may be finished only once its stream
   // waits for it (Op::at_wait).
   static bool tail_ready(const Op& op);
+  // The stream has reached the point where it waits for an early receive.
+  static bool stream_waits(const Op& op);
   void finish(Op& op);
 
   MPI_Comm world_ = MPI_COMM_NULL, answers_ = MPI_COMM_NULL;

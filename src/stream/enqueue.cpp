@@ -345,7 +345,9 @@ Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op) {
   return Status::ok();
 }
 
-Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
+namespace {
+
+Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
   // Early receives have no trigger: this position tells the thread that the
   // stream waits for them (a short message's tail fix, Engine::tail_ready).
   if (std::any_of(ws.begin(), ws.end(), [](const Waited& w) { return w.op->early; })) {
@@ -382,6 +384,20 @@ Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
   if (!pos) return pos.status();
   for (Op* op : moved) set_retire(*op, pos.value());
   return Status::ok();
+}
+
+}  // namespace
+
+Status wait_batch(Channel& ch, const std::vector<Waited>& ws) {
+  Status s = issue_waits(ch, ws);
+  if (!s) {
+    // What the stream was given runs or not; the staging, scratch and acks
+    // of the receives go once it is past the last position written.
+    for (const Waited& w : ws)
+      if (w.op->kind == Op::Kind::kRecv && !(w.op->retire.load() >> 32))
+        set_retire(*w.op, ch.last());
+  }
+  return s;
 }
 
 void land(Op& op) {

@@ -806,4 +806,11 @@ int loom_stream_lent_messages(long long* count) {
   return MPI_SUCCESS;
 }
 
+int loom_stream_early_receives(long long* count) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
+  *count = rt->streams->early_receives.load();
+  return MPI_SUCCESS;
+}
+
 }  // extern "C"

@@ -306,6 +306,7 @@ TEST_F(Stream, ShortMessageBeforeTheStreamGetsThere) {
   MPI_Datatype t;
   MPI_Type_vector(8, 2, 3, MPI_INT, &t);
   MPI_Type_commit(&t);
+  const long long early_before = early_receives();
   for (bool blocking : {false, true}) {
     SCOPED_TRACE(blocking ? "MPIX_Recv_enqueue" : "MPIX_Irecv_enqueue");
     Buffer src(t, 3, 61), dst(t, 3, 0), later(t, 3, 62);
@@ -333,6 +334,7 @@ TEST_F(Stream, ShortMessageBeforeTheStreamGetsThere) {
     EXPECT_EQ(*seen, expected(t, 1, peer_src, t, 3, later));
     MPI_Barrier(MPI_COMM_WORLD);
   }
+  check_early(early_before);
   MPI_Type_free(&t);
 }
 
@@ -343,6 +345,7 @@ TEST_F(Stream, EarlyReceiveKeepsCallOrder) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
   Buffer four(MPI_INT, 4, 0);
+  const long long early_before = early_receives();
   if (me % 2 == 1) {
     on_stream(s_, [] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
     MPI_Status st0, st1;
@@ -358,6 +361,7 @@ TEST_F(Stream, EarlyReceiveKeepsCallOrder) {
     EXPECT_EQ(n1, 4);
     const int* v = reinterpret_cast<const int*>(four.origin());
     for (int i = 0; i < 4; ++i) EXPECT_EQ(v[i], 40 + i);
+    check_early(early_before);
   } else {
     MPI_Barrier(MPI_COMM_WORLD);
     const int v[4] = {40, 41, 42, 43};
