@@ -12,9 +12,21 @@
 
 namespace loom::test {
 
-// LOOM_TEST_EXPECT_LENT=1 (the device method on): enqueued device messages
-// go by its protocol (an arena lent on the stream, copied by the receiver's
-// stream); =0: none does; unset: not checked.
+// A counter of the path a test's messages took against the environment
+// the ctest entry sets: `env`=1, it grew since `before`; =0, it did not;
+// unset: not checked.
+inline void check_counter(const char* env, long long now, long long before, const char* what) {
+  const char* e = std::getenv(env);
+  if (!e) return;
+  if (std::string(e) == "1")
+    EXPECT_GT(now, before) << "none of the enqueued operations: " << what;
+  else
+    EXPECT_EQ(now, before) << "enqueued operations, where none should: " << what;
+}
+
+// LOOM_TEST_EXPECT_LENT (the device method on): enqueued device messages go
+// by its protocol (an arena lent on the stream, copied by the receiver's
+// stream).
 inline long long lent_messages() {
   long long n = -1;
   EXPECT_EQ(loom_stream_lent_messages(&n), MPI_SUCCESS);
@@ -22,16 +34,11 @@ inline long long lent_messages() {
 }
 
 inline void check_lent(long long before) {
-  const char* e = std::getenv("LOOM_TEST_EXPECT_LENT");
-  if (!e) return;
-  if (std::string(e) == "1")
-    EXPECT_GT(lent_messages(), before) << "no enqueued message went by the device method";
-  else
-    EXPECT_EQ(lent_messages(), before) << "enqueued messages went by the device method";
+  check_counter("LOOM_TEST_EXPECT_LENT", lent_messages(), before, "messages by the device method");
 }
 
-// LOOM_TEST_EXPECT_EARLY=1: enqueued device receives are posted when
-// enqueued (LOOM_STREAM_EARLY_RECV); =0: none is; unset: not checked.
+// LOOM_TEST_EXPECT_EARLY: enqueued device receives are posted when enqueued
+// (LOOM_STREAM_EARLY_RECV).
 inline long long early_receives() {
   long long n = -1;
   EXPECT_EQ(loom_stream_early_receives(&n), MPI_SUCCESS);
@@ -39,12 +46,8 @@ inline long long early_receives() {
 }
 
 inline void check_early(long long before) {
-  const char* e = std::getenv("LOOM_TEST_EXPECT_EARLY");
-  if (!e) return;
-  if (std::string(e) == "1")
-    EXPECT_GT(early_receives(), before) << "no enqueued receive was posted when enqueued";
-  else
-    EXPECT_EQ(early_receives(), before) << "enqueued receives were posted when enqueued";
+  check_counter("LOOM_TEST_EXPECT_EARLY", early_receives(), before,
+                "receives posted when enqueued");
 }
 
 }  // namespace loom::test
