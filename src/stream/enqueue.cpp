@@ -328,25 +328,6 @@ Result<bool> unstage_into(Channel& ch, const Buffer& b, void* buf, Op& op,
   }
 }
 
-}  // namespace
-
-Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op) {
-  std::vector<LaneJob> jobs;
-  auto moved = unstage_into(ch, b, buf, op, &jobs);
-  if (!moved) return moved.status();
-  if (!jobs.empty()) LOOM_TRY(ch.lane().run_many(jobs.data(), jobs.size()));
-  if (!moved.value()) {
-    set_retire(op, op.start);
-    return Status::ok();
-  }
-  auto pos = ch.mark();
-  if (!pos) return pos.status();
-  set_retire(op, pos.value());
-  return Status::ok();
-}
-
-namespace {
-
 Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
   // Early receives have no trigger: this position tells the thread that the
   // stream waits for them (a short message's tail fix, Engine::tail_ready).

@@ -86,9 +86,6 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
 // first so that gaps stay as they are).
 Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Datatype type,
                   const Block& staging, Op& op);
-// After the stream's wait for a receive: unpack or copy out, then the
-// position after which its staging may go (op.retire).
-Status unstage_recv(Channel& ch, const Buffer& b, void* buf, Op& op);
 // An operation the stream is to wait for, with the buffer it was enqueued
 // with (a receive's unpack follows the wait).
 struct Waited {

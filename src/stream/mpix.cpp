@@ -273,8 +273,8 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   return MPI_SUCCESS;
 }
 
-// MPIX_Wait_enqueue and MPIX_Waitall_enqueue: every request is checked
-// before any is taken; the waits of one stream go on it as one batch
+// MPIX_Wait_enqueue and MPIX_Waitall_enqueue: a foreign request refuses the
+// call with none taken; the waits of one stream go on it as one batch
 // (wait_batch). statuses: null when ignored.
 int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statuses) {
   stats::Scope whole(stats::kEnqueueWait);
@@ -319,23 +319,20 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
       continue;
     }
     Op& op = *ps[i]->op;
-    if (status) {
+    bool free_now = false;
+    {
       std::lock_guard<std::mutex> lk(op.mu);
-      if (op.kind == Op::Kind::kSend) {
+      if (status && op.kind == Op::Kind::kSend) {
         // A send's status says nothing more, and the stream may pass its
         // wait before the send completes: it is written now.
         std::memset(status, 0, sizeof(*status));
         status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
-      } else if (op.done) {
+      } else if (status && op.done) {
         *status = op.st;
-      } else {
+      } else if (status) {
         op.status_out = status;
       }
-    }
-    // Freed once complete: now, or by the thread when it completes it.
-    bool free_now = false;
-    {
-      std::lock_guard<std::mutex> lk(op.mu);
+      // Freed once complete: now (by the thread), or when the thread completes it.
       free_now = op.greq_complete;
       op.greq_free = !free_now;
     }
