@@ -64,7 +64,7 @@ int plan_device(int count, MPI_Datatype type, MPI_Comm comm, DevicePlan& p, int 
   // Finished background sends return their staging now, not only at the
   // next Wait/Test: a program of blocking calls would otherwise keep it.
   // A send leaves the packs deferred before it for its own to join.
-  if (rt->rv) rt->rv->progress(/*flush=*/peer == MPI_PROC_NULL);
+  if (rt->rv) rt->rv->progress(/*flush=*/peer == MPI_PROC_NULL, /*throttled=*/true);
   auto e = rt->types.lookup(type);
   if (e) {
     p.type = std::move(e.value());

@@ -171,7 +171,7 @@ namespace {
 // The launch of one pack or unpack (kind kNone when there is nothing to move).
 Status plan_run(const GpuLayout& l, const void* user, const void* packed, bool pack,
                 gpu::Launch* out) {
-  *out = gpu::Launch{};
+  out->kind = gpu::KernelKind::kNone;
   if (l.total() == 0) return Status::ok();  // also a moved-from layout
   if (!user || !packed) return Status(Err::kInvalidArg, "gpu pack/unpack: null buffer");
   const gpu::Prepared& p = l.prepared();
@@ -254,7 +254,10 @@ Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaS
 
 Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
   stats::Scope phase(stats::kLaunch);
-  std::vector<gpu::Launch> launches(n);
+  // Kept from call to call: a Launch is 1.4 KB, and making and zeroing a
+  // batch's anew cost a good part of planning it.
+  thread_local std::vector<gpu::Launch> launches;
+  if (launches.size() < n) launches.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (!jobs[i].layout) return Status(Err::kInvalidArg, "gpu pack/unpack: null layout");
     if (jobs[i].into) {

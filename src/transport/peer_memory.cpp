@@ -18,8 +18,10 @@ size_t segment_class(size_t bytes) {
   return c;
 }
 
-std::string key_of(const PeerHandle& h) {
-  return std::string(reinterpret_cast<const char*>(&h), sizeof(h));
+// A handle's bytes as its maps' key: looked up as a view (every pull opens
+// its segment; a 72-byte std::string would be a heap allocation each time).
+std::string_view key_of(const PeerHandle& h) {
+  return std::string_view(reinterpret_cast<const char*>(&h), sizeof(h));
 }
 
 }  // namespace
@@ -62,26 +64,26 @@ Result<Exported> PeerMemory::export_user(const void* p, size_t bytes, bool) {
 }
 
 Result<const void*> PeerMemory::open(const PeerHandle& h, int lender) {
-  const std::string key = key_of(h);
+  const std::string_view key = key_of(h);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = opened_.find(key);
   if (it != opened_.end()) return static_cast<const void*>(it->second);
   if (auto u = users_.find(key); u != users_.end()) {  // kept from now on
     void* q = u->second.ptr;
     users_.erase(u);
-    opened_.emplace(key, q);
+    opened_.emplace(std::string(key), q);
     return static_cast<const void*>(q);
   }
   auto p = map(h);
   if (!p && p.status().code() == Err::kStale && lender >= 0 && drop_idle(lender, 0, 0) > 0)
     p = map(h);
   if (!p) return p.status();
-  opened_.emplace(key, p.value());
+  opened_.emplace(std::string(key), p.value());
   return static_cast<const void*>(p.value());
 }
 
 Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t base) {
-  const std::string key = key_of(h);
+  const std::string_view key = key_of(h);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = users_.find(key);
   if (it != users_.end()) {
@@ -95,7 +97,7 @@ Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t ba
   auto p = map(h);
   if (!p && p.status().code() == Err::kStale && drop_idle(lender, 0, 0) > 0) p = map(h);
   if (!p) return p.status();
-  users_.emplace(key, UserMap{p.value(), lender, base, h.size, 1, h});
+  users_.emplace(std::string(key), UserMap{p.value(), lender, base, h.size, 1, h});
   return p.value();
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/status.hpp"
@@ -89,7 +90,7 @@ class PeerMemory {
   mutable std::mutex mu_;
   std::map<size_t, std::vector<Segment>> free_;  // by size class
   std::vector<Segment> all_;
-  std::map<std::string, void*> opened_;  // by handle bytes
+  std::map<std::string, void*, std::less<>> opened_;  // by handle bytes
   struct UserMap {
     void* ptr = nullptr;
     int lender = -1;
@@ -97,7 +98,7 @@ class PeerMemory {
     int uses = 0;
     PeerHandle handle;
   };
-  std::map<std::string, UserMap> users_;  // open_user()'s, by handle bytes
+  std::map<std::string, UserMap, std::less<>> users_;  // open_user()'s, by handle bytes
   // Unmaps `lender`'s idle user mappings (those overlapping [base, base +
   // size), or all with size 0); how many. Under mu_.
   int drop_idle(int lender, uint64_t base, uint64_t size);

@@ -47,13 +47,23 @@ int zero_tag(uint64_t seq, int n) {
   return kZeroTag0 + static_cast<int>(seq % static_cast<uint64_t>(n));
 }
 
-// FNV-1a over every field of a header before its `check`.
+// A hash of every field of a header before its `check`, eight bytes a step
+// (FNV-1a's steps on words, then a final mix): every message's header is
+// hashed on both sides, and bytewise FNV-1a cost ~0.2 us a header.
 template <class H>
 uint64_t checksum_of(const H& h) {
+  static_assert(offsetof(H, check) % sizeof(uint64_t) == 0);
   const auto* p = reinterpret_cast<const unsigned char*>(&h);
   uint64_t x = 1469598103934665603ull;
-  for (size_t i = 0; i < offsetof(H, check); ++i) x = (x ^ p[i]) * 1099511628211ull;
-  return x;
+  for (size_t i = 0; i < offsetof(H, check); i += sizeof(uint64_t)) {
+    uint64_t w;
+    std::memcpy(&w, p + i, sizeof w);
+    x = (x ^ w) * 1099511628211ull;
+    x ^= x >> 29;
+  }
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ull;
+  return x ^ (x >> 32);
 }
 uint64_t checksum(const Header& h) {
   return checksum_of(h);
@@ -1159,7 +1169,7 @@ void Rendezvous::ack_if_truncated_header(const void* p, size_t n) {
   }
 }
 
-void Rendezvous::progress(bool flush) {
+void Rendezvous::progress(bool flush, bool throttled) {
   if (flush) flush_packs();
   // The sender's thread does this too; here it shows in the caller's view at once.
   if (n_channelled_.load(std::memory_order_acquire) != 0) serve_readies();
@@ -1173,7 +1183,7 @@ void Rendezvous::progress(bool flush) {
       return done != 0;
     });
   }
-  poll_acks(/*throttled=*/!flush);
+  poll_acks(throttled || !flush);
 }
 
 void Rendezvous::poll_acks(bool throttled) {
