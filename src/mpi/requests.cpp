@@ -148,6 +148,7 @@ void pull_together(const std::vector<Landed>& landed) {
     const void* src;
     size_t got;
     const transport::Message* from;  // the sender's layout (typed zero-copy), or null
+    int device;                      // the GPU src lies on, where known
   };
   std::vector<Opened> opened;  // segments whose packs are done, by landing order
   // Whole derived-type messages the MPI brought into staging (too small for
@@ -189,7 +190,7 @@ void pull_together(const std::vector<Landed>& landed) {
     }();
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout});
+    opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout, src->device});
     add_mover(op.mover);
   }
   // Each mover's unpacks together: their kernels go in few launches. One
@@ -199,7 +200,7 @@ void pull_together(const std::vector<Landed>& landed) {
     std::vector<const Opened*> of;
     for (const Opened& o : opened)
       if (o.at.op->mover == m) {
-        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from});
+        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from, o.device});
         of.push_back(&o);
       }
     std::vector<const Landed*> staged_of;

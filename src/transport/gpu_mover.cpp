@@ -513,7 +513,8 @@ class GpuMover final : public Mover {
     auto gl = gpu_layout(m);
     if (!gl) return gl.status();
     const void* src = it.src;
-    if (!on_this_gpu(src)) {  // by copy engine (over the link, or host staging), then unpacked
+    if (!(it.device >= 0 ? it.device == current_device() : on_this_gpu(src))) {
+      // by copy engine (over the link, or host staging), then unpacked
       auto l = scratch_lease(it.received);
       if (!l) return unpack_from_peer(m, it.src, it.received, it.user);
       auto scratch = std::make_shared<pack::PoolLease>(std::move(l.value()));
@@ -615,7 +616,16 @@ class GpuMover final : public Mover {
     return pack::lease(scratch_, bytes);
   }
 
+  static int current_device() {
+    int dev = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess) cudaGetLastError();
+    return dev;
+  }
+
   // The memory at p (a peer's segment mapped here) lies on the current GPU.
+  // That is a driver query each time, so a batch's pulls pass what
+  // Rendezvous::open learnt once, when it mapped the segment
+  // (UnpackItem::device).
   static bool on_this_gpu(const void* p) {
     cudaPointerAttributes a{};
     int dev = -1;

@@ -154,6 +154,7 @@ class Mover {
     size_t received = 0;
     void* user = nullptr;
     const Message* from = nullptr;  // src lies in this layout (unpack_from_layout); null: packed
+    int device = -1;                // the GPU src lies on, where known (-1: ask the driver)
   };
   virtual void unpack_many_async(const std::vector<UnpackItem>& items,
                                  std::vector<std::shared_ptr<void>>& keep,

@@ -63,23 +63,26 @@ Result<Exported> PeerMemory::export_user(const void* p, size_t bytes, bool) {
   return e;
 }
 
-Result<const void*> PeerMemory::open(const PeerHandle& h, int lender) {
+Result<const void*> PeerMemory::open(const PeerHandle& h, int lender, int* device) {
   const std::string_view key = key_of(h);
   std::lock_guard<std::mutex> lk(mu_);
   auto it = opened_.find(key);
-  if (it != opened_.end()) return static_cast<const void*>(it->second);
-  if (auto u = users_.find(key); u != users_.end()) {  // kept from now on
-    void* q = u->second.ptr;
-    users_.erase(u);
-    opened_.emplace(std::string(key), q);
-    return static_cast<const void*>(q);
+  if (it == opened_.end()) {
+    void* q = nullptr;
+    if (auto u = users_.find(key); u != users_.end()) {  // kept from now on
+      q = u->second.ptr;
+      users_.erase(u);
+    } else {
+      auto p = map(h);
+      if (!p && p.status().code() == Err::kStale && lender >= 0 && drop_idle(lender, 0, 0) > 0)
+        p = map(h);
+      if (!p) return p.status();
+      q = p.value();
+    }
+    it = opened_.emplace(std::string(key), Opened{q, device_of(q)}).first;
   }
-  auto p = map(h);
-  if (!p && p.status().code() == Err::kStale && lender >= 0 && drop_idle(lender, 0, 0) > 0)
-    p = map(h);
-  if (!p) return p.status();
-  opened_.emplace(std::string(key), p.value());
-  return static_cast<const void*>(p.value());
+  if (device) *device = it->second.device;
+  return static_cast<const void*>(it->second.ptr);
 }
 
 Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t base) {
@@ -90,7 +93,7 @@ Result<void*> PeerMemory::open_user(const PeerHandle& h, int lender, uint64_t ba
     ++it->second.uses;
     return it->second.ptr;
   }
-  if (auto k = opened_.find(key); k != opened_.end()) return k->second;  // kept for good
+  if (auto k = opened_.find(key); k != opened_.end()) return k->second.ptr;  // kept for good
   // The lender's allocations never overlap while they live: a mapping of one
   // this range overlaps is of freed memory.
   if (base != 0) drop_idle(lender, base, h.size);
@@ -130,7 +133,7 @@ void PeerMemory::unmap_all() {
   for (auto& [key, p] : opened_) {
     PeerHandle h;
     std::memcpy(&h, key.data(), sizeof(h));
-    unmap(p, h);
+    unmap(p.ptr, h);
   }
   opened_.clear();
   for (auto& [key, u] : users_) unmap(u.ptr, u.handle);

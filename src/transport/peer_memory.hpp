@@ -63,7 +63,9 @@ class PeerMemory {
   // the driver finds a mapping of memory that peer freed in the way
   // ("already mapped"), its idle open_user() mappings are dropped and the
   // mapping is tried again.
-  Result<const void*> open(const PeerHandle& h, int lender = -1);
+  // `device`, when given: the GPU the segment lies on (-1: not a GPU's),
+  // asked of the driver once, when it is mapped.
+  Result<const void*> open(const PeerHandle& h, int lender = -1, int* device = nullptr);
   // A peer's allocation lent with export_user(), which covers [base, base +
   // h.size) in the lender (base 0: not known): mapped on first use and
   // cached, in use until done_user(). The lender may free it between uses;
@@ -85,12 +87,18 @@ class PeerMemory {
   virtual void deallocate(const Segment& s) = 0;
   virtual Result<void*> map(const PeerHandle& h) = 0;
   virtual void unmap(void* p, const PeerHandle& h) = 0;
+  // The GPU a mapping lies on, or -1.
+  virtual int device_of(const void*) { return -1; }
 
  private:
   mutable std::mutex mu_;
   std::map<size_t, std::vector<Segment>> free_;  // by size class
   std::vector<Segment> all_;
-  std::map<std::string, void*, std::less<>> opened_;  // by handle bytes
+  struct Opened {
+    void* ptr = nullptr;
+    int device = -1;  // device_of(ptr)
+  };
+  std::map<std::string, Opened, std::less<>> opened_;  // by handle bytes
   struct UserMap {
     void* ptr = nullptr;
     int lender = -1;

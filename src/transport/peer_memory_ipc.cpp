@@ -125,6 +125,14 @@ class IpcPeerMemory final : public PeerMemory {
   void unmap(void* p, const PeerHandle&) override {
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
   }
+  int device_of(const void* p) override {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return a.type == cudaMemoryTypeDevice ? a.device : -1;
+  }
 
  private:
   std::mutex export_mu_;

@@ -72,7 +72,12 @@ uint64_t small_checksum(const SmallHeader& h) {
   return checksum_of(h);
 }
 
+// Bumped whenever a communicator's rank map goes: the threads' one-entry
+// caches of world_rank() hold a map only while this is unchanged.
+std::atomic<uint64_t> g_ranks_gen{1};
+
 int delete_ranks(MPI_Comm, int, void* attr, void*) {
+  g_ranks_gen.fetch_add(1, std::memory_order_acq_rel);
   delete static_cast<std::vector<int>*>(attr);
   return MPI_SUCCESS;
 }
@@ -250,8 +255,25 @@ int Rendezvous::world_rank(MPI_Comm comm, int rank) {
   if (rank < 0) return -1;  // MPI_PROC_NULL and the like
   int w = rank;
   if (comm != MPI_COMM_WORLD) {
-    std::lock_guard<std::mutex> lk(mu_);  // one attribute per comm, set once
-    const std::vector<int>* ranks = world_ranks(comm);
+    // A message asks this two or three times (its plan, its lend), each a
+    // lock and an attribute lookup of the MPI's (another lock): the last
+    // communicator's map is kept per thread while no map has been freed.
+    struct Last {
+      const Rendezvous* rv = nullptr;
+      MPI_Comm comm = MPI_COMM_NULL;
+      uint64_t gen = 0;
+      const std::vector<int>* ranks = nullptr;
+    };
+    thread_local Last last;
+    const uint64_t gen = g_ranks_gen.load(std::memory_order_acquire);
+    const std::vector<int>* ranks = nullptr;
+    if (last.rv == this && last.comm == comm && last.gen == gen) {
+      ranks = last.ranks;
+    } else {
+      std::lock_guard<std::mutex> lk(mu_);  // one attribute per comm, set once
+      ranks = world_ranks(comm);
+      last = {this, comm, gen, ranks};
+    }
     if (static_cast<size_t>(rank) >= ranks->size()) return -1;
     w = (*ranks)[static_cast<size_t>(rank)];
   }
@@ -999,6 +1021,7 @@ void Rendezvous::wait_packed(uint64_t seq) {
 Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
   const void* base = nullptr;
   const transport::Message* layout = nullptr;
+  int device = -1;
   if (h.sender == world_rank_ && h.kind == kSegment) {  // a message to itself: its own segment
     std::lock_guard<std::mutex> lk(mu_);
     auto it = lent_.find(h.seq);
@@ -1023,7 +1046,7 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
     std::lock_guard<std::mutex> lk(mu_);
     zc_open_.emplace(std::make_pair(h.sender, h.seq), h.handle);
   } else {
-    auto b = mem_->open(h.handle, h.sender);
+    auto b = mem_->open(h.handle, h.sender, &device);
     if (!b) return b.status();
     base = b.value();
   }
@@ -1047,7 +1070,7 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
     }
   }
   pulled_.fetch_add(1, std::memory_order_relaxed);
-  return Source{static_cast<const char*>(base) + h.offset, layout};
+  return Source{static_cast<const char*>(base) + h.offset, layout, device};
 }
 
 namespace {

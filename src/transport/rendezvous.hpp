@@ -238,6 +238,7 @@ class Rendezvous {
   struct Source {
     const void* ptr = nullptr;
     const transport::Message* layout = nullptr;
+    int device = -1;  // the GPU a segment lies on (-1: not known, or not a GPU's)
   };
   Result<Source> open(const Header& h);
   // Receiver, kChannel: asks h's sender for the bytes and receives them into
