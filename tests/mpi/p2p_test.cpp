@@ -921,6 +921,73 @@ TEST_F(P2P, SendrecvRing) {
   MPI_Type_free(&t);
 }
 
+// Communicators freed and split again with the ranks in another order (a
+// freed handle is often reused): each message still goes to the rank its
+// own communicator names. Loom maps a communicator's ranks to the world's
+// and keeps the last map per thread. Every rank sends to rank 0 of the
+// communicator, which on 2 ranks is world rank 1 in the reversed order.
+TEST_F(P2P, CommunicatorsOfOtherRankOrders) {
+  const int me = rank(), n = size();
+  MPI_Datatype vec;
+  MPI_Type_create_hvector(64, 2, 24, MPI_DOUBLE, &vec);
+  MPI_Type_commit(&vec);
+  for (int round = 0; round < 6; ++round) {
+    const int key = round % 3 == 0 ? me : round % 3 == 1 ? n - 1 - me : (me + 1) % n;
+    MPI_Comm c;
+    ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, 0, key, &c), MPI_SUCCESS);
+    int cr = -1;
+    MPI_Comm_rank(c, &cr);
+    MPI_Group g, w;
+    MPI_Comm_group(c, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &w);
+    std::vector<int> in(static_cast<size_t>(n)), world(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) in[static_cast<size_t>(i)] = i;
+    MPI_Group_translate_ranks(g, n, in.data(), w, world.data());
+    MPI_Group_free(&g);
+    MPI_Group_free(&w);
+    SCOPED_TRACE("round " + std::to_string(round) + ", rank " + std::to_string(cr) +
+                 " of the split");
+    // A derived type (packed) and a contiguous message (lent as it lies
+    // where zero-copy is on: its ack comes back from the mapped rank).
+    Buffer src(vec, 2, 300 + static_cast<unsigned>(me));
+    std::vector<unsigned char> bytes(4096, static_cast<unsigned char>(me + 1));
+    std::vector<MPI_Request> reqs;
+    std::vector<Buffer> got;
+    std::vector<std::vector<unsigned char>> got_bytes;
+    if (cr == 0) {
+      got.reserve(static_cast<size_t>(n));
+      got_bytes.assign(static_cast<size_t>(n), std::vector<unsigned char>(4096, 0));
+      for (int from = 0; from < n; ++from) {
+        got.emplace_back(vec, 2, 0);
+        reqs.emplace_back();
+        ASSERT_EQ(MPI_Irecv(got.back().origin(), 2, vec, from, 5, c, &reqs.back()), MPI_SUCCESS);
+        reqs.emplace_back();
+        ASSERT_EQ(MPI_Irecv(got_bytes[static_cast<size_t>(from)].data(), 4096, MPI_BYTE, from, 6, c,
+                            &reqs.back()),
+                  MPI_SUCCESS);
+      }
+    }
+    reqs.emplace_back();
+    ASSERT_EQ(MPI_Isend(src.origin(), 2, vec, 0, 5, c, &reqs.back()), MPI_SUCCESS);
+    reqs.emplace_back();
+    ASSERT_EQ(MPI_Isend(bytes.data(), 4096, MPI_BYTE, 0, 6, c, &reqs.back()), MPI_SUCCESS);
+    std::vector<MPI_Status> st(reqs.size());
+    ASSERT_EQ(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data()), MPI_SUCCESS);
+    if (cr == 0)
+      for (int from = 0; from < n; ++from) {
+        const int from_world = world[static_cast<size_t>(from)];
+        EXPECT_EQ(st[static_cast<size_t>(2 * from)].MPI_SOURCE, from);
+        Buffer sent(vec, 2, 300 + static_cast<unsigned>(from_world)), initial(vec, 2, 0);
+        EXPECT_EQ(got[static_cast<size_t>(from)].bytes, expected(vec, 2, sent, vec, 2, initial))
+            << "from rank " << from << " of the split (world " << from_world << ")";
+        EXPECT_EQ(got_bytes[static_cast<size_t>(from)],
+                  std::vector<unsigned char>(4096, static_cast<unsigned char>(from_world + 1)));
+      }
+    MPI_Comm_free(&c);
+  }
+  MPI_Type_free(&vec);
+}
+
 TEST_F(P2P, FreedSendRequestStillDelivers) {
   const int me = rank(), peer = me ^ 1;
   if (peer >= size()) return;
