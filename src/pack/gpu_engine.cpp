@@ -254,8 +254,8 @@ Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaS
 
 Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
   stats::Scope phase(stats::kLaunch);
-  // Kept from call to call: a Launch is 1.4 KB, and making and zeroing a
-  // batch's anew cost a good part of planning it.
+  // Kept from call to call: a Launch is 1.4 KB, and a batch's array was
+  // allocated and zeroed anew each call.
   thread_local std::vector<gpu::Launch> launches;
   if (launches.size() < n) launches.resize(n);
   for (size_t i = 0; i < n; ++i) {

@@ -48,8 +48,9 @@ int zero_tag(uint64_t seq, int n) {
 }
 
 // A hash of every field of a header before its `check`, eight bytes a step
-// (FNV-1a's steps on words, then a final mix): every message's header is
-// hashed on both sides, and bytewise FNV-1a cost ~0.2 us a header.
+// (an FNV-style multiply and a shift each, then a final mix): every
+// message's header is hashed on both sides, and a bytewise FNV-1a showed
+// as 5 % of a halo's host time in a profile.
 template <class H>
 uint64_t checksum_of(const H& h) {
   static_assert(offsetof(H, check) % sizeof(uint64_t) == 0);
@@ -282,7 +283,11 @@ int Rendezvous::world_rank(MPI_Comm comm, int rank) {
 }
 
 bool Rendezvous::all_on_node(MPI_Comm comm) {
-  const std::vector<int>* ranks = world_ranks(comm);
+  const std::vector<int>* ranks = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);  // world_ranks may set the attribute
+    ranks = world_ranks(comm);
+  }
   const int mine = node_of_[static_cast<size_t>(world_rank_)];
   for (int w : *ranks)
     if (w < 0 || static_cast<size_t>(w) >= node_of_.size() ||

@@ -16,7 +16,8 @@
 // checksum), and the method is on for all ranks or for none: they agree at
 // MPI_Init. Sends never wait for the ack, so no program that is safe with
 // buffered sends can deadlock on it; segments come back as acks arrive
-// (any Loom call polls them) and at finalize.
+// (completion and blocking calls poll them, posts at most every
+// kAckPollGapNs) and at finalize.
 //
 // Peers that cannot map the segment (other nodes; LOOM_NCCL_P2P) get the
 // bytes by a channel instead (transport/channel.hpp): the receiver sends a
@@ -263,12 +264,12 @@ class Rendezvous {
 
   // Flushes the deferred packs (unless `flush` is false: a send's own
   // call, which defers them) and returns the segments whose acks have
-  // arrived. Cheap when none are lent. With `throttled` (a send's or
-  // receive's own call) it asks the MPI for acks at most every
-  // kAckPollGapNs: each ask is an MPI_Iprobe, which runs the MPI's whole
-  // progress engine, and a burst of posts (a halo's 208 a rank) asked twice
-  // a send, and once a receive (13 us of a 26-neighbour exchange's ~170 on
-  // an H200).
+  // arrived. Cheap when none are lent. With `throttled`, or `flush` false,
+  // it asks the MPI for acks at most every kAckPollGapNs: each ask is an
+  // MPI_Iprobe, which runs the MPI's whole progress engine, and a burst of
+  // posts (a halo's 208 a rank) asked once or twice a message. Posts and
+  // local packs (plan_device) are throttled; completion and blocking calls
+  // are not.
   void progress(bool flush = true, bool throttled = false);
   static constexpr int64_t kAckPollGapNs = 20000;
   // At finalize, collective: returns every segment and unmaps peers'.
