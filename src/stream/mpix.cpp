@@ -322,15 +322,17 @@ int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statu
     bool free_now = false;
     {
       std::lock_guard<std::mutex> lk(op.mu);
-      if (status && op.kind == Op::Kind::kSend) {
-        // A send's status says nothing more, and the stream may pass its
-        // wait before the send completes: it is written now.
-        std::memset(status, 0, sizeof(*status));
-        status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
-      } else if (status && op.done) {
-        *status = op.st;
-      } else if (status) {
-        op.status_out = status;
+      if (status) {
+        if (op.kind == Op::Kind::kSend) {
+          // A send's status says nothing more, and the stream may pass its
+          // wait before the send completes: it is written now.
+          std::memset(status, 0, sizeof(*status));
+          status->MPI_ERROR = op.done ? op.st.MPI_ERROR : MPI_SUCCESS;
+        } else if (op.done) {
+          *status = op.st;
+        } else {
+          op.status_out = status;
+        }
       }
       // Freed once complete: now (by the thread), or when the thread completes it.
       free_now = op.greq_complete;
