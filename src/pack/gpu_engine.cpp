@@ -252,7 +252,7 @@ Status gpu_unpack_sync(const GpuLayout& l, const void* packed, void* user, cudaS
   return Status::ok();
 }
 
-Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
+Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream, const GpuSignal* then) {
   stats::Scope phase(stats::kLaunch);
   // Kept from call to call: a Launch is 1.4 KB, and a batch's array was
   // allocated and zeroed anew each call.
@@ -270,7 +270,20 @@ Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream) {
     LOOM_TRY(plan_run(*jobs[i].layout, jobs[i].user, jobs[i].packed, jobs[i].pack, &launches[i]));
   }
   stats::Scope launch(stats::kLaunchOnly);
-  return gpu::launch_many(launches.data(), static_cast<int>(n), stream);
+  if (!then || then->n == 0) return gpu::launch_many(launches.data(), static_cast<int>(n), stream);
+  gpu::Tail t;
+  t.words = then->words;
+  t.values = then->values;
+  t.n = static_cast<int>(then->n);
+  t.counters = then->counters;
+  t.written = then->written;
+  return gpu::launch_many(launches.data(), static_cast<int>(n), stream, &t);
+}
+
+Result<unsigned*> gpu_signal_counters(cudaStream_t stream) {
+  unsigned* c = nullptr;
+  LOOM_TRY(gpu::alloc_tail_counters(&c, stream));
+  return c;
 }
 
 Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,

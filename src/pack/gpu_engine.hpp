@@ -100,7 +100,22 @@ struct GpuJob {
   // layout at `packed`; it must be possible (gpu_transfer_possible).
   const GpuLayout* into = nullptr;
 };
-Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream);
+// `then`: words to write after the jobs, as gpu_signal_many would; their
+// last launch writes them itself where it can (a launch saved).
+struct GpuSignal {
+  uint32_t* const* words = nullptr;  // device pointers
+  const uint32_t* values = nullptr;
+  size_t n = 0;
+  unsigned* counters = nullptr;  // gpu_signal_counters(), one per stream; null: no fusing
+  // Set: *written tells whether the last launch writes the words; where it
+  // cannot (a copy, no kernel), they are left to the caller.
+  bool* written = nullptr;
+};
+Status gpu_run_many(const GpuJob* jobs, size_t n, cudaStream_t stream,
+                    const GpuSignal* then = nullptr);
+// Device memory the fused signals of `stream` count in, zeroed on it
+// (never freed: freeing would synchronise the device).
+Result<unsigned*> gpu_signal_counters(cudaStream_t stream);
 // After the work before it on `stream`: a system-wide fence, then
 // words[i] = values[i] for each i (device pointers), in one launch per 64.
 Status gpu_signal_many(uint32_t* const* words, const uint32_t* values, size_t n,

@@ -93,7 +93,9 @@ void host_wait(void* p) {
 
 class CudaLane final : public Lane {
  public:
-  explicit CudaLane(cudaStream_t s) : s_(s) { cudaGetDevice(&device_); }
+  CudaLane(cudaStream_t s, unsigned* counters) : s_(s), counters_(counters) {
+    cudaGetDevice(&device_);
+  }
   bool emulated() const override { return false; }
   void enter() override { cudaSetDevice(device_); }
 
@@ -125,13 +127,41 @@ class CudaLane final : public Lane {
     if (!gl) return gl.status();
     return pack::gpu_pack(*gl.value(), user, device_address(packed), s_);
   }
+  Status pack_write(const transport::Message& m, const void* user, void* packed, uint32_t* word,
+                    uint32_t value) override {
+    if (m.bytes == 0 || !counters_) return Lane::pack_write(m, user, packed, word, value);
+    auto gl = shared().layout(m);
+    if (!gl) return gl.status();
+    uint32_t* dev = nullptr;
+    LOOM_TRY(word_address(word, &dev));
+    pack::GpuJob j;
+    j.layout = gl.value().get();
+    j.user = user;
+    j.packed = device_address(packed);
+    bool written = false;
+    pack::GpuSignal then;
+    then.words = &dev;
+    then.values = &value;
+    then.n = 1;
+    then.counters = counters_;
+    then.written = &written;
+    LOOM_TRY(pack::gpu_run_many(&j, 1, s_, &then));
+    return written ? Status::ok() : write(word, value);  // a copy: the memory operation
+  }
   Status unpack(const transport::Message& m, const void* packed, void* user) override {
     if (m.bytes == 0) return Status::ok();
     auto gl = shared().layout(m);
     if (!gl) return gl.status();
     return pack::gpu_unpack(*gl.value(), device_address(packed), user, s_);
   }
-  Status run_many(const LaneJob* jobs, size_t n) override {
+  Status run_many(const LaneJob* jobs, size_t n) override { return run_then(jobs, n, nullptr, 0); }
+  Status run_many_write(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value) override {
+    if (!counters_) return Lane::run_many_write(jobs, n, word, value);
+    return run_then(jobs, n, word, value);
+  }
+  // run_many, then (word set) *word = value, written by the last launch
+  // itself where it can.
+  Status run_then(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value) {
     std::vector<std::shared_ptr<pack::GpuLayout>> keep;
     std::vector<pack::GpuJob> gj;
     keep.reserve(2 * n);
@@ -159,7 +189,18 @@ class CudaLane final : public Lane {
       j.packed = device_address(jobs[i].pack ? jobs[i].dst : jobs[i].src);
       gj.push_back(j);
     }
-    return gj.empty() ? Status::ok() : pack::gpu_run_many(gj.data(), gj.size(), s_);
+    if (!word) return gj.empty() ? Status::ok() : pack::gpu_run_many(gj.data(), gj.size(), s_);
+    uint32_t* dev = nullptr;
+    LOOM_TRY(word_address(word, &dev));
+    bool written = false;
+    pack::GpuSignal then;
+    then.words = &dev;
+    then.values = &value;
+    then.n = 1;
+    then.counters = counters_;
+    then.written = &written;
+    LOOM_TRY(pack::gpu_run_many(gj.data(), gj.size(), s_, &then));
+    return written ? Status::ok() : write(word, value);  // no kernel: the memory operation
   }
   // One word: a stream memory operation; more: one kernel for all (a memory
   // operation each would cost the stream as much as a launch each).
@@ -255,6 +296,7 @@ class CudaLane final : public Lane {
     return dev;
   }
   cudaStream_t s_;
+  unsigned* counters_ = nullptr;  // pack_write's fused words (pack::gpu_signal_counters)
   int device_ = 0;
   uint64_t* near_ = nullptr;  // copy_from's (kept: freeing would synchronise the device)
   std::mutex dev_mu_;
@@ -276,7 +318,12 @@ Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream) {
   // Now, while no stream waits on Loom: the stream thread packs with these.
   if (Status p = pack::gpu_preload(); !p)
     LOOM_WARN(kTransport, "loading the pack kernels: %s", p.message().c_str());
-  return std::unique_ptr<Lane>(new CudaLane(static_cast<cudaStream_t>(cuda_stream)));
+  // Zeroed on the stream itself, which alone uses them.
+  auto counters = pack::gpu_signal_counters(static_cast<cudaStream_t>(cuda_stream));
+  if (!counters)
+    LOOM_DEBUG(kTransport, "no signal counters: %s", counters.status().message().c_str());
+  return std::unique_ptr<Lane>(
+      new CudaLane(static_cast<cudaStream_t>(cuda_stream), counters ? counters.value() : nullptr));
 }
 
 Status cuda_synchronize(void* cuda_stream) {

@@ -183,8 +183,21 @@ void byte_args(size_t bytes, Op& op) {
 
 }  // namespace
 
-Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                  const Block& staging, Op& op) {
+namespace {
+
+// A send's pack into dst; with `marked` non-null, the trigger too, fused
+// with the pack where the lane can (op.start, *marked set).
+Status pack_send(Channel& ch, const Buffer& b, const void* buf, void* dst, Op& op, bool* marked) {
+  if (!marked) return ch.lane().pack(b.msg, buf, dst);
+  auto at = ch.pack_mark(b.msg, buf, dst);
+  if (!at) return at.status();
+  op.start = at.value();
+  *marked = true;
+  return Status::ok();
+}
+
+Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
+                       const Block& staging, Op& op, bool* marked) {
   op.kind = Op::Kind::kSend;
   op.bytes = b.msg.bytes;
   switch (b.how) {
@@ -200,7 +213,7 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
       transport::Header h;
       std::memcpy(&h, b.wire, sizeof(h));
       op.keep = b.keep;
-      LOOM_TRY(ch.lane().pack(b.msg, buf, b.lent_at));
+      LOOM_TRY(pack_send(ch, b, buf, b.lent_at, op, marked));
       static_assert(sizeof(op.wire) == sizeof(h));
       std::memcpy(op.wire, &h, sizeof(h));
       op.lent_seq = h.seq;
@@ -216,7 +229,7 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
       return Status(Err::kInternal, "a pulled buffer sent");
     case Buffer::How::kPacked:
       op.keep = b.keep;  // the layout an emulated stream packs with, later
-      LOOM_TRY(ch.lane().pack(b.msg, buf, staging.host));
+      LOOM_TRY(pack_send(ch, b, buf, staging.host, op, marked));
       op.sbuf = staging.host;
       byte_args(staging.bytes, op);
       break;
@@ -231,6 +244,20 @@ Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_
   // Its bytes are staged: the stream may go on once the MPI has the send.
   op.release_on_post = true;
   op.staging = staging;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
+                  const Block& staging, Op& op, bool mark) {
+  bool marked = false;
+  LOOM_TRY(stage_send_work(ch, b, buf, count, type, staging, op, mark ? &marked : nullptr));
+  if (mark && !marked) {
+    auto at = ch.mark();
+    if (!at) return at.status();
+    op.start = at.value();
+  }
   return Status::ok();
 }
 
@@ -359,9 +386,10 @@ Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
     else
       set_retire(*w.op, w.op->start);
   }
-  if (!jobs.empty()) LOOM_TRY(ch.lane().run_many(jobs.data(), jobs.size()));
-  if (moved.empty()) return Status::ok();
-  auto pos = ch.mark();
+  if (moved.empty())
+    return jobs.empty() ? Status::ok() : ch.lane().run_many(jobs.data(), jobs.size());
+  // The position after them, written by the unpacks' last kernel where it can.
+  auto pos = jobs.empty() ? ch.mark() : ch.run_mark(jobs.data(), jobs.size());
   if (!pos) return pos.status();
   for (Op* op : moved) set_retire(*op, pos.value());
   return Status::ok();

@@ -59,6 +59,17 @@ Status Lane::run_many(const LaneJob* jobs, size_t n) {
   return Status::ok();
 }
 
+Status Lane::pack_write(const transport::Message& m, const void* user, void* packed, uint32_t* word,
+                        uint32_t value) {
+  LOOM_TRY(pack(m, user, packed));
+  return write(word, value);
+}
+
+Status Lane::run_many_write(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value) {
+  LOOM_TRY(run_many(jobs, n));
+  return write(word, value);
+}
+
 Status Lane::write_many(uint32_t* const* words, const uint32_t* values, size_t n) {
   for (size_t i = 0; i < n; ++i) LOOM_TRY(write(words[i], values[i]));
   return Status::ok();

@@ -75,6 +75,10 @@ class Lane {
   // the reverse; ordered on the stream.
   virtual Status pack(const transport::Message& m, const void* user, void* packed) = 0;
   virtual Status unpack(const transport::Message& m, const void* packed, void* user) = 0;
+  // pack, then write(word, value): a CUDA lane's pack kernel writes the
+  // word itself where it can (one stream operation instead of two).
+  virtual Status pack_write(const transport::Message& m, const void* user, void* packed,
+                            uint32_t* word, uint32_t value);
   // Copies between the user's memory and a block (host address), ordered.
   virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
   virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;
@@ -86,6 +90,9 @@ class Lane {
   // of 26 neighbours has 26 of each). Words: host addresses of words the
   // GPU reaches (a block's, or a registered page's).
   virtual Status run_many(const LaneJob* jobs, size_t n);
+  // run_many, then write(word, value), the word written by the jobs' last
+  // kernel where the lane can.
+  virtual Status run_many_write(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value);
   virtual Status write_many(uint32_t* const* words, const uint32_t* values, size_t n);
   virtual Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n);
   virtual Status launch_host(void (*fn)(void*), void* arg) = 0;

@@ -173,15 +173,19 @@ int start(Engine& e, Queue& q, MPIS_Request r, std::vector<Pairs::Work>* pair_se
   op->comm = e.world();
   op->active = r->active;
   op->pin = r->pin;
-  Status s = r->send ? stage_send(ch, r->buf, r->sbuf, r->count, r->type, r->staging, *op)
+  // A send's trigger goes with its pack (stage_send marks it).
+  Status s = r->send ? stage_send(ch, r->buf, r->sbuf, r->count, r->type, r->staging, *op,
+                                  /*mark=*/true)
                      : stage_recv(ch, r->buf, r->rbuf, r->count, r->type, r->staging, *op);
   if (!s) return mpi::raise(r->comm, s);
   // The next round packs into the same staging: a send holds the stream at
   // MPIS_Enqueue_waitall until the MPI is done with it.
   op->release_on_post = false;
-  auto pos = ch.mark();
-  if (!pos) return mpi::raise(r->comm, pos.status());
-  op->start = pos.value();
+  if (!r->send) {
+    auto pos = ch.mark();
+    if (!pos) return mpi::raise(r->comm, pos.status());
+    op->start = pos.value();
+  }
   op->slot = ch.take();
   if (r->send) set_retire(*op, op->start);
   r->active->fetch_add(1);

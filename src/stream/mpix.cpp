@@ -243,12 +243,13 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   }
   phase.emplace(stats::kEnqueueStage);
   std::lock_guard<std::mutex> lk(ch->mu());
-  Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op)
+  // A send's trigger goes with its pack (stage_send marks it).
+  Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op, /*mark=*/true)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
   if (!s) return fail(comm, s);
   phase.emplace(stats::kEnqueueMark);
   op->early = !send && early_recv(b);
-  if (!op->early) {
+  if (!send && !op->early) {
     auto start = ch->mark();
     if (!start) return fail(comm, start.status());
     op->start = start.value();

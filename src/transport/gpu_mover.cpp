@@ -84,10 +84,17 @@ class GpuMover final : public Mover {
       cudaGetLastError();
       greatest = 0;
     }
-    return cuda_status(
+    LOOM_TRY(cuda_status(
         cudaStreamCreateWithPriority(
             &stream_, nonblocking_ ? cudaStreamNonBlocking : cudaStreamDefault, greatest),
-        "stream");
+        "stream"));
+    // Now, before any stream waits on Loom: the batched packs' last launch
+    // writes the ready words itself, counting in these (none: a signal kernel).
+    if (auto c = pack::gpu_signal_counters(stream_))
+      counters_ = c.value();
+    else
+      LOOM_DEBUG(kTransport, "no signal counters: %s", c.status().message().c_str());
+    return Status::ok();
   }
 
   Method method() const override { return method_; }
@@ -323,8 +330,12 @@ class GpuMover final : public Mover {
       words.push_back(reinterpret_cast<uint32_t*>(words_dev_ + (w - words_host_)));
       values.push_back(j.value);
     }
-    LOOM_TRY(pack::gpu_run_many(kernels.data(), kernels.size(), stream_));
-    return pack::gpu_signal_many(words.data(), values.data(), words.size(), stream_);
+    pack::GpuSignal then;
+    then.words = words.data();
+    then.values = values.data();
+    then.n = words.size();
+    then.counters = counters_;
+    return pack::gpu_run_many(kernels.data(), kernels.size(), stream_, &then);
   }
 
   Status pack_to(const Message& m, const void* user, void* dst) override {
@@ -713,6 +724,7 @@ class GpuMover final : public Mover {
   const size_t proxy_max_;
   std::atomic<bool> pinned_warned_{false}, host_warned_{false};
   cudaStream_t stream_ = nullptr;
+  unsigned* counters_ = nullptr;  // the fused signals' (pack::gpu_signal_counters)
   pack::PinnedPool pinned_;
   pack::DevicePool scratch_;
   std::mutex mu_;

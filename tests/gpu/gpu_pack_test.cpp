@@ -267,11 +267,19 @@ TEST(GpuPack, RandomTrees) {
 }
 
 // Many packs and unpacks in batch launches (gpu_run_many), of random types
-// and both directions in one call, then their ready words (gpu_signal_many):
-// every byte against the host engine, gaps of the unpacked buffers untouched.
-TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
-  SKIP_WITHOUT_GPU();
-  for (int n : {1, 2, 9, 16, 17, 33, 40, 49, 100}) {
+// and both directions in one call, then their ready words: every byte
+// against the host engine, gaps of the unpacked buffers untouched. `fused`:
+// the words go with the jobs (GpuSignal), written by the last launch itself
+// (a signal kernel past 64 words), with one set of counters for every run,
+// which each launch must leave zero.
+void batched_runs(bool fused) {
+  unsigned* counters = nullptr;
+  if (fused) {
+    auto c = gpu_signal_counters(nullptr);
+    ASSERT_TRUE(c) << c.status().message();
+    counters = c.value();
+  }
+  for (int n : {1, 2, 9, 16, 17, 33, 40, 48, 49, 64, 100}) {
     SCOPED_TRACE("batch of " + std::to_string(n));
     std::vector<Layout> ls;
     std::vector<Result<GpuLayout>> gls;
@@ -308,19 +316,35 @@ TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
                       i % 3 != 1});  // every third unpacks
     }
     Buffer words;
-    ASSERT_EQ(words.alloc_mapped(64 * sizeof(uint32_t)), cudaSuccess);
-    std::memset(words.host(), 0, 64 * sizeof(uint32_t));
+    ASSERT_EQ(words.alloc_mapped(128 * sizeof(uint32_t)), cudaSuccess);
+    std::memset(words.host(), 0, 128 * sizeof(uint32_t));
     std::vector<uint32_t*> wp;
     std::vector<uint32_t> vals;
-    for (int i = 0; i < std::min(n, 64); ++i) {
+    for (int i = 0; i < n; ++i) {
       wp.push_back(reinterpret_cast<uint32_t*>(words.dev()) + i);
       vals.push_back(static_cast<uint32_t>(1000 + i));
     }
-    ASSERT_TRUE(gpu_run_many(jobs.data(), jobs.size(), nullptr));
-    ASSERT_TRUE(gpu_signal_many(wp.data(), vals.data(), wp.size(), nullptr));
+    if (fused) {
+      GpuSignal then;
+      then.words = wp.data();
+      then.values = vals.data();
+      then.n = wp.size();
+      then.counters = counters;
+      ASSERT_TRUE(gpu_run_many(jobs.data(), jobs.size(), nullptr, &then));
+    } else {
+      ASSERT_TRUE(gpu_run_many(jobs.data(), jobs.size(), nullptr));
+      ASSERT_TRUE(gpu_signal_many(wp.data(), vals.data(), wp.size(), nullptr));
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     for (size_t i = 0; i < wp.size(); ++i)
       EXPECT_EQ(reinterpret_cast<volatile uint32_t*>(words.host())[i], vals[i]);
+    EXPECT_EQ(reinterpret_cast<volatile uint32_t*>(words.host())[n], 0u);  // no word past them
+    if (fused) {
+      std::vector<unsigned> left(64, 1);
+      ASSERT_EQ(cudaMemcpy(left.data(), counters, 49 * sizeof(unsigned), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (int i = 0; i < 49; ++i) EXPECT_EQ(left[i], 0u) << "counter " << i;
+    }
     for (int i = 0; i < n; ++i) {
       SCOPED_TRACE("job " + std::to_string(i) + ": " + ls[i].describe());
       if (jobs[i].pack) {
@@ -338,6 +362,46 @@ TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
       }
     }
   }
+}
+
+TEST(GpuPack, BatchedRunsMatchTheHostEngine) {
+  SKIP_WITHOUT_GPU();
+  batched_runs(false);
+}
+
+TEST(GpuPack, BatchedRunsWriteTheirWordsThemselves) {
+  SKIP_WITHOUT_GPU();
+  batched_runs(true);
+}
+
+// A run with no kernel to carry the words (a contiguous pack is a copy):
+// with `written` asked, the words are left to the caller, untouched.
+TEST(GpuPack, FusedWordsLeftToTheCallerWithoutAKernel) {
+  SKIP_WITHOUT_GPU();
+  auto c = gpu_signal_counters(nullptr);
+  ASSERT_TRUE(c) << c.status().message();
+  const Layout l = layout_of(strided_tree(4096, {}), 1);  // one contiguous block
+  auto gl = GpuLayout::create(l);
+  ASSERT_TRUE(gl) << gl.status().message();
+  Buffer user, packed, words;
+  ASSERT_EQ(user.alloc_device(4096), cudaSuccess);
+  ASSERT_EQ(packed.alloc_device(4096), cudaSuccess);
+  ASSERT_EQ(words.alloc_mapped(64), cudaSuccess);
+  std::memset(words.host(), 0, 64);
+  uint32_t* w = reinterpret_cast<uint32_t*>(words.dev());
+  const uint32_t v = 7;
+  GpuJob j{&gl.value(), user.dev(), packed.dev(), true};
+  bool written = true;
+  GpuSignal then;
+  then.words = &w;
+  then.values = &v;
+  then.n = 1;
+  then.counters = c.value();
+  then.written = &written;
+  ASSERT_TRUE(gpu_run_many(&j, 1, nullptr, &then));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_FALSE(written) << gpu_plan(gl.value(), user.dev(), packed.dev(), true);
+  EXPECT_EQ(reinterpret_cast<volatile uint32_t*>(words.host())[0], 0u);
 }
 
 // GpuLayouts made from repeat_view() (the runtime's per-call view).

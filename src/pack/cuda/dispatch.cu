@@ -121,20 +121,63 @@ template <int N>
 struct BatchArgs {
   BatchJob job[N];
 };
-// Kernel parameters may take 32764 bytes (CUDA 12.1 and later, Volta and later).
-static_assert(sizeof(BatchArgs<kBatchMax>) <= 32000, "batch kernel parameters too large");
 
-template <int N>
-__global__ void __launch_bounds__(kThreads) batch_kernel(const __grid_constant__ BatchArgs<N> b) {
-  const BatchJob& j = b.job[blockIdx.y];
-  if (blockIdx.x >= j.grid) return;
-  if (j.kind == KernelKind::kSegments) return segments_body(j.a.segs, blockIdx.x, j.grid);
-  if (j.kind == KernelKind::kTransfer) return words_at(j.a.xfer, j.word, blockIdx.x, j.grid);
-  words_at(j.a.words, j.word, blockIdx.x, j.grid);
+// Words a batch launch writes once all its jobs are done (TailArgs::n 0:
+// none), so the stream needs no signal kernel of its own after it.
+struct TailArgs {
+  uint32_t* word[kSignalMax];
+  uint32_t value[kSignalMax];
+  int n = 0;
+  unsigned* counters = nullptr;  // kTailCounters, zero between launches of the stream
+};
+// Kernel parameters may take 32764 bytes (CUDA 12.1 and later, Volta and later).
+static_assert(sizeof(BatchArgs<kBatchMax>) + sizeof(TailArgs) <= 32764,
+              "batch kernel parameters too large");
+
+// The last CTA of a launch to finish (counters[1 + row] counts a job's
+// CTAs, counters[0] the jobs done; each goes back to zero for the next
+// launch) writes the tail's words. Every CTA fences system-wide before it
+// counts: packed bytes may go to mapped host memory, which the words'
+// reader (a host thread) must see before a word.
+__device__ __forceinline__ void write_tail(const TailArgs& t, int64_t grid) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    last = false;
+    unsigned* row = &t.counters[1 + blockIdx.y];
+    if (atomicAdd(row, 1u) == static_cast<unsigned>(grid - 1)) {
+      *row = 0;
+      __threadfence();
+      if (atomicAdd(&t.counters[0], 1u) == gridDim.y - 1) {
+        t.counters[0] = 0;
+        last = true;
+      }
+    }
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence_system();
+  for (int i = static_cast<int>(threadIdx.x); i < t.n; i += static_cast<int>(blockDim.x))
+    *reinterpret_cast<volatile uint32_t*>(t.word[i]) = t.value[i];
 }
 
 template <int N>
-Status launch_batch(const Launch* const* ls, int n, cudaStream_t s) {
+__global__ void __launch_bounds__(kThreads)
+    batch_kernel(const __grid_constant__ BatchArgs<N> b, const __grid_constant__ TailArgs t) {
+  const BatchJob& j = b.job[blockIdx.y];
+  if (blockIdx.x >= j.grid) return;
+  if (j.kind == KernelKind::kSegments)
+    segments_body(j.a.segs, blockIdx.x, j.grid);
+  else if (j.kind == KernelKind::kTransfer)
+    words_at(j.a.xfer, j.word, blockIdx.x, j.grid);
+  else
+    words_at(j.a.words, j.word, blockIdx.x, j.grid);
+  if (t.n > 0) write_tail(t, j.grid);
+}
+
+template <int N>
+Status launch_batch(const Launch* const* ls, int n, cudaStream_t s, const TailArgs& tail) {
   BatchArgs<N> b;
   int64_t grid = 1;
   for (int i = 0; i < n; ++i) {
@@ -150,7 +193,7 @@ Status launch_batch(const Launch* const* ls, int n, cudaStream_t s) {
     grid = grid > ls[i]->grid ? grid : ls[i]->grid;
   }
   batch_kernel<N>
-      <<<dim3(static_cast<unsigned>(grid), static_cast<unsigned>(n)), kThreads, 0, s>>>(b);
+      <<<dim3(static_cast<unsigned>(grid), static_cast<unsigned>(n)), kThreads, 0, s>>>(b, tail);
   LOOM_CUDA_TRY(cudaGetLastError());
   return Status::ok();
 }
@@ -317,19 +360,20 @@ Status preload(cudaStream_t stream) {
   return Status::ok();
 }
 
-Status launch_many(const Launch* ls, int n, cudaStream_t stream) {
+Status launch_many(const Launch* ls, int n, cudaStream_t stream, const Tail* tail) {
   // Kernels of the standard shape go kBatchMax to a batch launch, the rest
   // (copies, nothing to do) one by one, in order between the batches.
   const Launch* batch[kBatchMax] = {};
   int nb = 0;
-  auto flush = [&]() -> Status {
+  const TailArgs none{};
+  auto flush = [&](const TailArgs& t) -> Status {
     if (nb == 0) return Status::ok();
     const int k = nb;
     nb = 0;
-    if (k == 1) return launch(*batch[0], stream);
-    if (k <= 8) return launch_batch<8>(batch, k, stream);
-    return k <= kBatchMid ? launch_batch<kBatchMid>(batch, k, stream)
-                          : launch_batch<kBatchMax>(batch, k, stream);
+    if (k == 1 && t.n == 0) return launch(*batch[0], stream);
+    if (k <= 8) return launch_batch<8>(batch, k, stream, t);
+    return k <= kBatchMid ? launch_batch<kBatchMid>(batch, k, stream, t)
+                          : launch_batch<kBatchMax>(batch, k, stream, t);
   };
   for (int i = 0; i < n; ++i) {
     const Launch& l = ls[i];
@@ -337,14 +381,38 @@ Status launch_many(const Launch* ls, int n, cudaStream_t stream) {
                          l.kind == KernelKind::kTransfer) &&
                         l.threads == kThreads && l.grid > 0 && l.grid < (int64_t{1} << 31);
     if (!kernel) {
-      LOOM_TRY(flush());
+      LOOM_TRY(flush(none));
       LOOM_TRY(launch(l, stream));
       continue;
     }
     batch[nb++] = &l;
-    if (nb == kBatchMax) LOOM_TRY(flush());
+    if (nb == kBatchMax && i + 1 < n) LOOM_TRY(flush(none));
   }
-  return flush();
+  if (!tail || tail->n == 0) return flush(none);
+  // The last launch writes the words when it is a batch and they fit;
+  // otherwise a signal kernel after it (or the caller, `written` set).
+  const bool fuse = nb > 0 && tail->counters && tail->n <= kSignalMax;
+  if (tail->written) *tail->written = fuse;
+  if (fuse) {
+    TailArgs t;
+    t.n = tail->n;
+    t.counters = tail->counters;
+    for (int i = 0; i < t.n; ++i) {
+      t.word[i] = tail->words[i];
+      t.value[i] = tail->values[i];
+    }
+    return flush(t);
+  }
+  LOOM_TRY(flush(none));
+  return tail->written ? Status::ok() : signal_many(tail->words, tail->values, tail->n, stream);
+}
+
+Status alloc_tail_counters(unsigned** out, cudaStream_t stream) {
+  void* p = nullptr;
+  LOOM_CUDA_TRY(cudaMalloc(&p, kTailCounters * sizeof(unsigned)));
+  LOOM_CUDA_TRY(cudaMemsetAsync(p, 0, kTailCounters * sizeof(unsigned), stream));
+  *out = static_cast<unsigned*>(p);
+  return Status::ok();
 }
 
 // One launch of `kernel` per kSignalMax words (SignalArgs or WaitArgs).

@@ -27,11 +27,29 @@ Status launch(const Launch& l, cudaStream_t stream);
 inline constexpr int kBatchMax = 48;
 // Batches of 9 to kBatchMid jobs launch with the parameters of kBatchMid.
 inline constexpr int kBatchMid = 32;
-Status launch_many(const Launch* ls, int n, cudaStream_t stream);
-
 // One kernel per kSignalMax words: a system-wide fence, then words[i] =
 // values[i] (device pointers: mapped host memory or device memory).
 inline constexpr int kSignalMax = 64;
+
+// Words to write after a run of launches, as signal_many would: the run's
+// last batch launch writes them itself where it can (at most kSignalMax
+// words, `counters` set), which saves the stream a launch. `counters`:
+// kTailCounters of device memory, zero, used by one stream only (a
+// launch leaves them zero for the next).
+struct Tail {
+  uint32_t* const* words = nullptr;
+  const uint32_t* values = nullptr;
+  int n = 0;
+  unsigned* counters = nullptr;
+  // Set: *written says whether the last launch writes the words; when it
+  // cannot, they are left to the caller instead of a signal kernel.
+  bool* written = nullptr;
+};
+inline constexpr int kTailCounters = kBatchMax + 1;
+// Zeroed on `stream`, the one stream that uses them.
+Status alloc_tail_counters(unsigned** out, cudaStream_t stream);
+Status launch_many(const Launch* ls, int n, cudaStream_t stream, const Tail* tail = nullptr);
+
 Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream);
 // One kernel per kSignalMax words: each thread polls its word (system scope,
 // acquire) until it has reached its value (mod 2^32); the work after it on
