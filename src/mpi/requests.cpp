@@ -149,8 +149,12 @@ void pull_together(const std::vector<Landed>& landed) {
     size_t got;
     const transport::Message* from;  // the sender's layout (typed zero-copy), or null
     int device;                      // the GPU src lies on, where known
+    const uint32_t* wait_word;       // the pack's ready word, for the GPU to wait on (or null)
+    uint32_t wait_value;
   };
-  std::vector<Opened> opened;  // segments whose packs are done, by landing order
+  // By landing order; segments whose packs still run are waited for by
+  // their movers' GPU work (Mover::gpu_word), or here where it cannot.
+  std::vector<Opened> opened;
   // Whole derived-type messages the MPI brought into staging (too small for
   // the device method, or sent staged): their unpacks go in the same batch
   // launches, not one launch and one wait each at completion.
@@ -186,11 +190,20 @@ void pull_together(const std::vector<Landed>& landed) {
     }
     auto src = [&] {
       stats::Scope o(stats::kOpen);
-      return rv->open(h);
+      return rv->open(h, /*wait=*/false);
     }();
     if (!src) continue;  // finish() opens it again and reports the failure
+    const uint32_t* wait_word = nullptr;
+    if (src->ready_word) {
+      auto w = op.mover->gpu_word(src->ready_word);
+      if (w)
+        wait_word = w.value();
+      else if (!rv->wait_ready(h))
+        continue;  // as a failed open
+    }
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
-    opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout, src->device});
+    opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout, src->device, wait_word,
+                      src->ready_value});
     add_mover(op.mover);
   }
   // Each mover's unpacks together: their kernels go in few launches. One
@@ -198,10 +211,13 @@ void pull_together(const std::vector<Landed>& landed) {
   for (transport::Mover* m : movers) {
     std::vector<transport::Mover::UnpackItem> items;
     std::vector<const Opened*> of;
+    bool waits = false;
     for (const Opened& o : opened)
       if (o.at.op->mover == m) {
-        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from, o.device});
+        items.push_back({&o.at.op->msg, o.src, o.got, o.at.op->user, o.from, o.device, o.wait_word,
+                         o.wait_value});
         of.push_back(&o);
+        waits = waits || o.wait_word;
       }
     std::vector<const Landed*> staged_of;
     for (const Landed& l : staged)
@@ -214,7 +230,10 @@ void pull_together(const std::vector<Landed>& landed) {
     std::vector<Status> each;
     {
       stats::Scope issue(stats::kUnpackIssue);
-      m->unpack_many_async(items, keep, each);
+      if (waits)  // the GPU waits for peers' packs: this rank's go first
+        rv->flushed_then([&] { m->unpack_many_async(items, keep, each); });
+      else
+        m->unpack_many_async(items, keep, each);
     }
     for (size_t i = 0; i < of.size(); ++i)
       if (i < each.size() && each[i].is_ok()) pulls.push_back({of[i]->at, of[i]->h});

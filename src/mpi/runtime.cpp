@@ -275,6 +275,10 @@ void Runtime::mark_stream_thread() {
 
 transport::Mover* Runtime::gpu(transport::Method m) {
   const bool nb = tl_stream_thread;
+  // Made once, kept to the end: read without the lock (every device call asks).
+  std::atomic<transport::Mover*>& made_once =
+      movers_[(m == transport::Method::kOneShot ? 2 : 0) + (nb ? 1 : 0)];
+  if (transport::Mover* mv = made_once.load(std::memory_order_acquire)) return mv;
   std::lock_guard<std::mutex> lk(mu_);
   auto& slot = m == transport::Method::kOneShot ? (nb ? oneshot_nb_ : oneshot_)
                                                 : (nb ? staged_nb_ : staged_);
@@ -290,6 +294,7 @@ transport::Mover* Runtime::gpu(transport::Method m) {
     auto made = transport::make_gpu_mover(m, nb, proxy_.get(), static_cast<size_t>(proxy_max));
     if (made) {
       slot = std::move(made.value());
+      made_once.store(slot.get(), std::memory_order_release);
     } else {
       gpu_failed_ = true;
       LOOM_LOG(kError, kTransport, "no GPU mover: %s", made.status().message().c_str());

@@ -157,6 +157,7 @@ class Runtime {
   std::unique_ptr<pack::ProxyQueue> proxy_;
   std::unique_ptr<transport::Mover> oneshot_, staged_;
   std::unique_ptr<transport::Mover> oneshot_nb_, staged_nb_;  // the stream thread's
+  std::atomic<transport::Mover*> movers_[4] = {};             // the four above, once made
   bool gpu_failed_ = false;
   std::unique_ptr<coll::Reducer> reducer_;
   bool reducer_failed_ = false;

@@ -451,10 +451,63 @@ class GpuMover final : public Mover {
     LOOM_TRY(issue_unpack({&m, src, received, user}, keep, &pre, &job));
     return job.layout ? pack::gpu_run_many(&job, 1, stream_) : Status::ok();
   }
+  Result<const uint32_t*> gpu_word(const uint32_t* host) override {
+    const auto* c = reinterpret_cast<const char*>(host);
+    const uintptr_t page = reinterpret_cast<uintptr_t>(host) & ~uintptr_t{4095};
+    std::lock_guard<std::mutex> lk(mu_);
+    if (words_dev_ && c >= words_host_ && c < words_host_ + words_bytes_)  // this process's own
+      return reinterpret_cast<const uint32_t*>(words_dev_ + (c - words_host_));
+    auto it = peer_words_.find(page);
+    if (it == peer_words_.end()) {
+      // A peer's page of ready words, mapped read-only here: registered
+      // once, kept to the end (the mapping is never dropped either).
+      void* p = reinterpret_cast<void*>(page);
+      cudaError_t e = cudaHostRegister(p, 4096, cudaHostRegisterMapped | cudaHostRegisterReadOnly);
+      if (e == cudaErrorHostMemoryAlreadyRegistered) e = cudaSuccess;
+      void* dev = nullptr;
+      if (e == cudaSuccess) e = cudaHostGetDevicePointer(&dev, p, 0);
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        LOOM_DEBUG(kTransport, "a peer's ready words cannot be read by the GPU (%s)",
+                   cudaGetErrorString(e));
+        dev = nullptr;
+      }
+      it = peer_words_.emplace(page, static_cast<char*>(dev)).first;
+    }
+    if (!it->second) return Status(Err::kUnsupported, "a peer's ready words not registered");
+    return reinterpret_cast<const uint32_t*>(it->second +
+                                             (reinterpret_cast<uintptr_t>(host) - page));
+  }
+
   void unpack_many_async(const std::vector<UnpackItem>& items,
                          std::vector<std::shared_ptr<void>>& keep,
                          std::vector<Status>& each) override {
     each.assign(items.size(), Status::ok());
+    // The senders' packs still running: one wait for all their words first,
+    // so no copy or kernel below reads a segment before its pack is done.
+    std::vector<const uint32_t*> words;
+    std::vector<uint32_t> values;
+    for (const UnpackItem& it : items)
+      if (it.wait_word) {
+        words.push_back(it.wait_word);
+        values.push_back(it.wait_value);
+      }
+    if (!words.empty())
+      if (Status s = pack::gpu_wait_many(words.data(), values.data(), words.size(), stream_); !s) {
+        for (size_t i = 0; i < items.size(); ++i)
+          if (items[i].wait_word) each[i] = s;
+        std::vector<UnpackItem> rest;
+        std::vector<size_t> at;
+        for (size_t i = 0; i < items.size(); ++i)
+          if (!items[i].wait_word) {
+            rest.push_back(items[i]);
+            at.push_back(i);
+          }
+        std::vector<Status> rest_each;
+        unpack_many_async(rest, keep, rest_each);
+        for (size_t k = 0; k < at.size(); ++k) each[at[k]] = rest_each[k];
+        return;
+      }
     // Two rounds: the packs out of peers' layouts into scratch, then every
     // unpack. A batch launch runs its jobs side by side, so a scratch's
     // unpack must not share one with its pack.
@@ -724,7 +777,8 @@ class GpuMover final : public Mover {
   const size_t proxy_max_;
   std::atomic<bool> pinned_warned_{false}, host_warned_{false};
   cudaStream_t stream_ = nullptr;
-  unsigned* counters_ = nullptr;  // the fused signals' (pack::gpu_signal_counters)
+  unsigned* counters_ = nullptr;           // the fused signals' (pack::gpu_signal_counters)
+  std::map<uintptr_t, char*> peer_words_;  // peers' ready pages: device address (null: none)
   pack::PinnedPool pinned_;
   pack::DevicePool scratch_;
   std::mutex mu_;

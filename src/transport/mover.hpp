@@ -155,7 +155,18 @@ class Mover {
     void* user = nullptr;
     const Message* from = nullptr;  // src lies in this layout (unpack_from_layout); null: packed
     int device = -1;                // the GPU src lies on, where known (-1: ask the driver)
+    // Set (a device address from gpu_word): the stream waits until this
+    // word reaches wait_value before anything of the batch reads src.
+    const uint32_t* wait_word = nullptr;
+    uint32_t wait_value = 0;
   };
+  // The address at which this mover's GPU work reads a word of host memory
+  // (a ready word of a peer's page: the page is registered once). Where it
+  // cannot, kUnsupported: the caller waits on the host instead.
+  virtual Result<const uint32_t*> gpu_word(const uint32_t* host) {
+    (void)host;
+    return Status(Err::kUnsupported, "no GPU waits");
+  }
   virtual void unpack_many_async(const std::vector<UnpackItem>& items,
                                  std::vector<std::shared_ptr<void>>& keep,
                                  std::vector<Status>& each) {

@@ -34,8 +34,17 @@ bool ReadyFlags::own_ready(uint64_t seq) const {
 
 Result<bool> ReadyFlags::peer_ready(int peer, uint64_t seq) {
   if (peer == rank_) return own_ready(seq);
-  const uint32_t* page = nullptr;
-  {
+  auto w = peer_word(peer, seq);
+  if (!w) return w.status();
+  return flag_reached(load(w.value()), static_cast<uint32_t>(seq));
+}
+
+Result<const uint32_t*> ReadyFlags::peer_word(int peer, uint64_t seq) {
+  if (peer == rank_) return static_cast<const uint32_t*>(own(seq));
+  const bool fast = peer >= 0 && peer < kFastPeers;
+  const uint32_t* page =
+      fast ? fast_[static_cast<size_t>(peer)].load(std::memory_order_acquire) : nullptr;
+  if (!page) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = peers_.find(peer);
     if (it != peers_.end()) {
@@ -46,8 +55,9 @@ Result<bool> ReadyFlags::peer_ready(int peer, uint64_t seq) {
       page = static_cast<const uint32_t*>(p.value());
       peers_.emplace(peer, page);
     }
+    if (fast) fast_[static_cast<size_t>(peer)].store(page, std::memory_order_release);
   }
-  return flag_reached(load(&page[seq % kWords]), static_cast<uint32_t>(seq));
+  return &page[seq % kWords];
 }
 
 void ReadyFlags::unlink() {

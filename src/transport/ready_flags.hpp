@@ -17,6 +17,7 @@
 // so two ranks' streams cannot wait for each other.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,8 @@ class ReadyFlags {
   // Message seq of world rank `peer` is packed (peer's page mapped on
   // first use; a page that cannot be mapped is an error).
   Result<bool> peer_ready(int peer, uint64_t seq);
+  // The word of peer's message seq (host address in its mapped page).
+  Result<const uint32_t*> peer_word(int peer, uint64_t seq);
   // At shutdown, once no peer maps the page any more: removes its name.
   void unlink();
 
@@ -60,7 +63,11 @@ class ReadyFlags {
   uint32_t* words_ = nullptr;
   bool linked_ = false;
   std::mutex mu_;
-  std::map<int, const uint32_t*> peers_;
+  std::map<int, const uint32_t*> peers_;  // under mu_
+  // Mapped pages of the first kFastPeers ranks, read without the lock (a
+  // receiver checks a word several times a message).
+  static constexpr int kFastPeers = 1024;
+  std::array<std::atomic<const uint32_t*>, kFastPeers> fast_{};
 };
 
 }  // namespace loom::transport

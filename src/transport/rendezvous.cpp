@@ -388,7 +388,6 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     if (!seg) return seg.status();
   }
   void* dst = small ? static_cast<char*>(slab_seg_.ptr) + *slab_at : seg->ptr;
-  const auto t0 = std::chrono::steady_clock::now();
   uint64_t seq = 0;
   Status s;
   {
@@ -416,10 +415,8 @@ Status Rendezvous::lend(transport::Mover& mover, const transport::Message& m, co
     }
   }
   if (s && wait) wait_packed(seq);
-  LOOM_DEBUG(
-      kTransport, "lend: %lld bytes %s in %.1f us", static_cast<long long>(m.bytes),
-      wait ? "packed" : "pack enqueued",
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  LOOM_DEBUG(kTransport, "lend: %lld bytes %s", static_cast<long long>(m.bytes),
+             wait ? "packed" : "pack enqueued");
   if (!s) {  // nothing was enqueued after the failure; the word is never written
     if (small)
       slab()->give(*slab_at, static_cast<size_t>(m.bytes));
@@ -1023,7 +1020,7 @@ void Rendezvous::wait_packed(uint64_t seq) {
     if (i > 64) std::this_thread::yield();
 }
 
-Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
+Result<Rendezvous::Source> Rendezvous::open(const Header& h, bool wait) {
   const void* base = nullptr;
   const transport::Message* layout = nullptr;
   int device = -1;
@@ -1055,27 +1052,45 @@ Result<Rendezvous::Source> Rendezvous::open(const Header& h) {
     if (!b) return b.status();
     base = b.value();
   }
+  Source src{static_cast<const char*>(base) + h.offset, layout, device};
   if (h.kind == kSegment && flags_) {
-    // The sender enqueued the pack before it sent the header, so this ends
-    // without any action of the sender's host thread.
-    stats::Scope phase(stats::kReadyWait);
-    const auto t0 = std::chrono::steady_clock::now();
-    bool warned = false;
-    for (int i = 0;; ++i) {
+    if (wait) {
+      LOOM_TRY(wait_ready(h));
+    } else {
       auto ready = flags_->peer_ready(h.sender, h.seq);
       if (!ready) return ready.status();
-      if (ready.value()) break;
-      if (i > 64) std::this_thread::yield();
-      if (!warned && (i & 0xffff) == 0 &&
-          std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
-        LOOM_WARN(kTransport, "still waiting for rank %d's pack of message %llu after 10 s",
-                  h.sender, static_cast<unsigned long long>(h.seq));
-        warned = true;
+      if (!ready.value()) {
+        auto w = flags_->peer_word(h.sender, h.seq);
+        if (!w) return w.status();
+        src.ready_word = w.value();
+        src.ready_value = static_cast<uint32_t>(h.seq);
       }
     }
   }
   pulled_.fetch_add(1, std::memory_order_relaxed);
-  return Source{static_cast<const char*>(base) + h.offset, layout, device};
+  return src;
+}
+
+Status Rendezvous::wait_ready(const Header& h) {
+  if (h.kind != kSegment || !flags_) return Status::ok();
+  // The sender enqueued the pack before it sent the header, so this ends
+  // without any action of the sender's host thread.
+  stats::Scope phase(stats::kReadyWait);
+  std::chrono::steady_clock::time_point t0;  // read once the word is found unset
+  bool warned = false;
+  for (int i = 0;; ++i) {
+    auto ready = flags_->peer_ready(h.sender, h.seq);
+    if (!ready) return ready.status();
+    if (ready.value()) return Status::ok();
+    if (i == 0) t0 = std::chrono::steady_clock::now();
+    if (i > 64) std::this_thread::yield();
+    if (!warned && (i & 0xffff) == 0 && i > 0 &&
+        std::chrono::steady_clock::now() - t0 > std::chrono::seconds(10)) {
+      LOOM_WARN(kTransport, "still waiting for rank %d's pack of message %llu after 10 s", h.sender,
+                static_cast<unsigned long long>(h.seq));
+      warned = true;
+    }
+  }
 }
 
 namespace {

@@ -240,8 +240,26 @@ class Rendezvous {
     const void* ptr = nullptr;
     const transport::Message* layout = nullptr;
     int device = -1;  // the GPU a segment lies on (-1: not known, or not a GPU's)
+    // open(h, false): the segment's pack is not done yet; its ready word
+    // (host address) reaches ready_value once it is.
+    const uint32_t* ready_word = nullptr;
+    uint32_t ready_value = 0;
   };
-  Result<Source> open(const Header& h);
+  // `wait` false: returns at once, with ready_word set where the pack still
+  // runs; the caller then waits for it (wait_ready, or its GPU work waits
+  // for the word after flushed_then).
+  Result<Source> open(const Header& h, bool wait = true);
+  Status wait_ready(const Header& h);
+  // Runs f with every deferred pack of this process enqueued and none
+  // deferred meanwhile: GPU work f enqueues that waits for a peer's ready
+  // word then never sits ahead of a pack a peer waits for (no two ranks'
+  // streams can wait for each other), whatever other threads send.
+  template <class F>
+  void flushed_then(F f) {
+    std::lock_guard<std::mutex> lk(pack_mu_);
+    flush_packs_locked();
+    f();
+  }
   // Receiver, kChannel: asks h's sender for the bytes and receives them into
   // dst (h.bytes, memory of this process's segments' kind). Transfers from
   // one sender are asked for and received in one order.
