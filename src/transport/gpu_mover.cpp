@@ -19,6 +19,7 @@
 #include "pack/host_engine.hpp"
 #include "pack/pools.hpp"
 #include "transport/driver_entry.hpp"
+#include "transport/memtype.hpp"
 #include "transport/mover.hpp"
 #include "type/canonical.hpp"
 #include "util/knobs.hpp"
@@ -493,7 +494,12 @@ class GpuMover final : public Mover {
         values.push_back(it.wait_value);
       }
     if (!words.empty())
-      if (Status s = pack::gpu_wait_many(words.data(), values.data(), words.size(), stream_); !s) {
+      if (Status s =
+              [&] {
+                stats::Scope phase(stats::kGpuReadyWait);
+                return pack::gpu_wait_many(words.data(), values.data(), words.size(), stream_);
+              }();
+          !s) {
         for (size_t i = 0; i < items.size(); ++i)
           if (items[i].wait_word) each[i] = s;
         std::vector<UnpackItem> rest;
@@ -691,13 +697,8 @@ class GpuMover final : public Mover {
   // Rendezvous::open learnt once, when it mapped the segment
   // (UnpackItem::device).
   static bool on_this_gpu(const void* p) {
-    cudaPointerAttributes a{};
-    int dev = -1;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return a.type == cudaMemoryTypeDevice && a.device == dev;
+    const int dev = gpu_of(p);
+    return dev >= 0 && dev == current_device();
   }
 
   void warn_once(std::atomic<bool>& flag, const char* what) {

@@ -135,21 +135,29 @@ MemKind query_cuda(const void* p) {
     if (cache == kCacheOn || (buffer_id(p, &id) && id == h.id)) return MemKind::kDevice;
     g_devices.erase(h.base, h.size);
   }
-  cudaPointerAttributes a;
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();
-    return MemKind::kHost;
-  }
-  if (a.type != cudaMemoryTypeDevice) return MemKind::kHost;
+  if (gpu_of(p) < 0) return MemKind::kHost;
   if (cache != kCacheOff && allocation_of(p, &h)) g_devices.insert(h.base, h.size, h.id);
   return MemKind::kDevice;
 }
 }  // namespace
 
+int gpu_of(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return a.type == cudaMemoryTypeDevice ? a.device : -1;
+}
+
 int device_ranges_cached() {
   return g_devices.size();
 }
 #else
+int gpu_of(const void*) {
+  return -1;
+}
+
 int device_ranges_cached() {
   return 0;
 }

@@ -15,6 +15,10 @@ void memtype_init();
 // LOOM_TEST_HOST_AS_DEVICE every non-null buffer counts as device.
 MemKind memkind(const void* p);
 
+// The GPU whose device memory p points into, asked of the driver each call;
+// -1 for any other memory (and without a CUDA build).
+int gpu_of(const void* p);
+
 // Device allocations in the classification cache (LOOM_MEMTYPE_CACHE); for
 // tests and benchmarks.
 int device_ranges_cached();

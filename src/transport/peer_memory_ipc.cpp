@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "transport/driver_entry.hpp"
+#include "transport/memtype.hpp"
 #include "transport/peer_memory.hpp"
 
 namespace loom::transport {
@@ -125,14 +126,7 @@ class IpcPeerMemory final : public PeerMemory {
   void unmap(void* p, const PeerHandle&) override {
     if (cudaIpcCloseMemHandle(p) != cudaSuccess) cudaGetLastError();
   }
-  int device_of(const void* p) override {
-    cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
-    }
-    return a.type == cudaMemoryTypeDevice ? a.device : -1;
-  }
+  int device_of(const void* p) override { return gpu_of(p); }
 
  private:
   std::mutex export_mu_;

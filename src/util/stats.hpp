@@ -11,41 +11,42 @@
 
 namespace loom::stats {
 
-#define LOOM_STAT_PHASES(X)                                           \
-  X(kSend, "send (device buffer, whole call)")                        \
-  X(kRecvPost, "receive posted (device buffer)")                      \
-  X(kPlan, "plan: memory type, type lookup, method")                  \
-  X(kLend, "lend: segment and pack enqueued, or buffer lent")         \
-  X(kHeader, "header send (the MPI's call)")                          \
-  X(kWaitPacked, "sender waits for its pack")                         \
-  X(kCompletion, "completion calls (whole call)")                     \
-  X(kPullIssue, "pull: open, wait ready word, unpack/copy enqueued")  \
-  X(kPullWait, "pull: wait for copies and unpacks")                   \
-  X(kAck, "acks sent")                                                \
-  X(kProgress, "segments returned (acks polled)")                     \
-  X(kFinishLanded, "finish landed receives (zero-copy progress)")     \
-  X(kZeroCheck, "send: zero-copy decision")                           \
-  X(kTableAdd, "request table: op added")                             \
-  X(kReadyWait, "pull: wait for the sender's pack (ready word)")      \
-  X(kStageSend, "send: packed into host staging (waits for the GPU)") \
-  X(kAcquire, "lend: segment taken from the pool")                    \
-  X(kLendRegion, "zero-copy: user buffer lent (handle, ack posted)")  \
-  X(kPeek, "completion: receives tested")                             \
-  X(kOpen, "pull: sender's memory opened (header checked, handle)")   \
-  X(kUnpackIssue, "pull: copies and kernels issued (host time)")      \
-  X(kIssueItems, "pull: each message's copy or kernel planned")       \
-  X(kLaunch, "kernels planned and launched (batched)")                \
-  X(kLaunchOnly, "kernels launched (batched, host time)")             \
-  X(kEnqueue, "enqueue: MPIX point-to-point call (whole)")            \
-  X(kEnqueuePrepare, "enqueue: checks, buffer classified")            \
-  X(kEnqueueStaging, "enqueue: operation made, staging taken")        \
-  X(kEnqueueRequest, "enqueue: generalized request made")             \
-  X(kEnqueueStage, "enqueue: stream work issued (pack, copies)")      \
-  X(kEnqueueMark, "enqueue: trigger position written")                \
-  X(kEnqueueSubmit, "enqueue: handed to the progress thread")         \
-  X(kEnqueueWait, "enqueue: MPIX_Wait(all)_enqueue (whole)")          \
-  X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")      \
-  X(kEnqueueWaitWords, "enqueue: the batch's waits issued")           \
+#define LOOM_STAT_PHASES(X)                                                \
+  X(kSend, "send (device buffer, whole call)")                             \
+  X(kRecvPost, "receive posted (device buffer)")                           \
+  X(kPlan, "plan: memory type, type lookup, method")                       \
+  X(kLend, "lend: segment and pack enqueued, or buffer lent")              \
+  X(kHeader, "header send (the MPI's call)")                               \
+  X(kWaitPacked, "sender waits for its pack")                              \
+  X(kCompletion, "completion calls (whole call)")                          \
+  X(kPullIssue, "pull: open, wait ready word, unpack/copy enqueued")       \
+  X(kPullWait, "pull: wait for copies and unpacks")                        \
+  X(kAck, "acks sent")                                                     \
+  X(kProgress, "segments returned (acks polled)")                          \
+  X(kFinishLanded, "finish landed receives (zero-copy progress)")          \
+  X(kZeroCheck, "send: zero-copy decision")                                \
+  X(kTableAdd, "request table: op added")                                  \
+  X(kReadyWait, "pull: wait for the sender's pack (ready word)")           \
+  X(kGpuReadyWait, "pull: senders' packs waited for by the GPU (enqueue)") \
+  X(kStageSend, "send: packed into host staging (waits for the GPU)")      \
+  X(kAcquire, "lend: segment taken from the pool")                         \
+  X(kLendRegion, "zero-copy: user buffer lent (handle, ack posted)")       \
+  X(kPeek, "completion: receives tested")                                  \
+  X(kOpen, "pull: sender's memory opened (header checked, handle)")        \
+  X(kUnpackIssue, "pull: copies and kernels issued (host time)")           \
+  X(kIssueItems, "pull: each message's copy or kernel planned")            \
+  X(kLaunch, "kernels planned and launched (batched)")                     \
+  X(kLaunchOnly, "kernels launched (batched, host time)")                  \
+  X(kEnqueue, "enqueue: MPIX point-to-point call (whole)")                 \
+  X(kEnqueuePrepare, "enqueue: checks, buffer classified")                 \
+  X(kEnqueueStaging, "enqueue: operation made, staging taken")             \
+  X(kEnqueueRequest, "enqueue: generalized request made")                  \
+  X(kEnqueueStage, "enqueue: stream work issued (pack, copies)")           \
+  X(kEnqueueMark, "enqueue: trigger position written")                     \
+  X(kEnqueueSubmit, "enqueue: handed to the progress thread")              \
+  X(kEnqueueWait, "enqueue: MPIX_Wait(all)_enqueue (whole)")               \
+  X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")           \
+  X(kEnqueueWaitWords, "enqueue: the batch's waits issued")                \
   X(kEnqueueUnpacks, "enqueue: the batch's copies and unpacks issued")
 
 enum Phase : int {
