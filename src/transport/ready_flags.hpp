@@ -12,9 +12,10 @@
 // and the owner's world rank); peers map it read-only on first use. Words
 // only grow (mod 2^32) because a process writes them in sequence order, so
 // a word that has passed seq says that seq's pack is done. The sender reads
-// its own words to know when the user's buffer is free again. Host memory
-// keeps the receiver's wait off the GPU: no stream ever waits for a peer,
-// so two ranks' streams cannot wait for each other.
+// its own words to know when the user's buffer is free again. A receiver
+// waits on the host, or (a batch of pulls) has its stream wait, after its
+// own deferred packs are enqueued (Rendezvous::flushed_then), so two
+// ranks' streams never wait for each other.
 #pragma once
 
 #include <array>
