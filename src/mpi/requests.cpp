@@ -195,7 +195,8 @@ void pull_together(const std::vector<Landed>& landed) {
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint32_t* wait_word = nullptr;
     if (src->ready_word) {
-      auto w = op.mover->gpu_word(src->ready_word);
+      auto w = rv->gpu_waits() ? op.mover->gpu_word(src->ready_word)
+                               : Result<const uint32_t*>(Status(Err::kUnsupported, "off"));
       if (w)
         wait_word = w.value();
       else if (!rv->wait_ready(h))

@@ -129,24 +129,9 @@ class CudaLane final : public Lane {
   }
   Status pack_write(const transport::Message& m, const void* user, void* packed, uint32_t* word,
                     uint32_t value) override {
-    if (m.bytes == 0 || !counters_) return Lane::pack_write(m, user, packed, word, value);
-    auto gl = shared().layout(m);
-    if (!gl) return gl.status();
-    uint32_t* dev = nullptr;
-    LOOM_TRY(word_address(word, &dev));
-    pack::GpuJob j;
-    j.layout = gl.value().get();
-    j.user = user;
-    j.packed = device_address(packed);
-    bool written = false;
-    pack::GpuSignal then;
-    then.words = &dev;
-    then.values = &value;
-    then.n = 1;
-    then.counters = counters_;
-    then.written = &written;
-    LOOM_TRY(pack::gpu_run_many(&j, 1, s_, &then));
-    return written ? Status::ok() : write(word, value);  // a copy: the memory operation
+    if (!counters_) return Lane::pack_write(m, user, packed, word, value);
+    const LaneJob job{&m, user, packed, true, nullptr};
+    return run_then(&job, 1, word, value);
   }
   Status unpack(const transport::Message& m, const void* packed, void* user) override {
     if (m.bytes == 0) return Status::ok();
@@ -200,7 +185,7 @@ class CudaLane final : public Lane {
     then.counters = counters_;
     then.written = &written;
     LOOM_TRY(pack::gpu_run_many(gj.data(), gj.size(), s_, &then));
-    return written ? Status::ok() : write(word, value);  // no kernel: the memory operation
+    return written ? Status::ok() : write(word, value);  // no kernel (a copy): a memory operation
   }
   // One word: a stream memory operation; more: one kernel for all (a memory
   // operation each would cost the stream as much as a launch each).
@@ -318,12 +303,18 @@ Result<std::unique_ptr<Lane>> make_cuda_lane(void* cuda_stream) {
   // Now, while no stream waits on Loom: the stream thread packs with these.
   if (Status p = pack::gpu_preload(); !p)
     LOOM_WARN(kTransport, "loading the pack kernels: %s", p.message().c_str());
-  // Zeroed on the stream itself, which alone uses them.
-  auto counters = pack::gpu_signal_counters(static_cast<cudaStream_t>(cuda_stream));
-  if (!counters)
-    LOOM_DEBUG(kTransport, "no signal counters: %s", counters.status().message().c_str());
-  return std::unique_ptr<Lane>(
-      new CudaLane(static_cast<cudaStream_t>(cuda_stream), counters ? counters.value() : nullptr));
+  // Zeroed on the stream itself, which alone uses them: not for the
+  // per-thread default stream, which is another stream in each thread that
+  // enqueues (launches there could run at once and share the counters).
+  unsigned* counters = nullptr;
+  if (static_cast<cudaStream_t>(cuda_stream) != cudaStreamPerThread) {
+    auto c = pack::gpu_signal_counters(static_cast<cudaStream_t>(cuda_stream));
+    if (c)
+      counters = c.value();
+    else
+      LOOM_DEBUG(kTransport, "no signal counters: %s", c.status().message().c_str());
+  }
+  return std::unique_ptr<Lane>(new CudaLane(static_cast<cudaStream_t>(cuda_stream), counters));
 }
 
 Status cuda_synchronize(void* cuda_stream) {

@@ -535,8 +535,18 @@ class GpuMover final : public Mover {
     }
     if (!pres.empty())
       if (Status s = pack::gpu_run_many(pres.data(), pres.size(), stream_); !s) {
+        // Their unpacks would read scratch never written: dropped; the
+        // other items' unpacks still go (they had been left unlaunched
+        // with an ok status, and acked).
         for (size_t k : pre_of) each[k] = s;
-        return;  // their unpacks would read scratch never written
+        size_t kept = 0;
+        for (size_t i = 0; i < jobs.size(); ++i)
+          if (each[of[i]].is_ok()) {
+            jobs[kept] = jobs[i];
+            of[kept++] = of[i];
+          }
+        jobs.resize(kept);
+        of.resize(kept);
       }
     if (jobs.empty()) return;
     if (Status s = pack::gpu_run_many(jobs.data(), jobs.size(), stream_); !s)

@@ -213,6 +213,7 @@ std::unique_ptr<Rendezvous> Rendezvous::create(bool want_device, bool want_zero_
   PMPI_Query_thread(&level);
   const std::string& bp = knobs().batch_packs;
   rv->batch_packs_ = bp == "auto" ? level != MPI_THREAD_MULTIPLE : knob_true(bp);
+  rv->gpu_waits_ = level != MPI_THREAD_MULTIPLE;
   rv->batch_flush_ = static_cast<size_t>(std::max(1LL, std::atoll(knobs().batch_flush.c_str())));
   if (rv->chunk_)
     LOOM_INFO(kTransport, "pipelined staged transfers on: chunks of %zu bytes", rv->chunk_);

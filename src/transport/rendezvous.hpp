@@ -250,6 +250,10 @@ class Rendezvous {
   // for the word after flushed_then).
   Result<Source> open(const Header& h, bool wait = true);
   Status wait_ready(const Header& h);
+  // Batches of pulls may have the GPU wait for senders' packs; not under
+  // MPI_THREAD_MULTIPLE: the movers' streams are blocking, so such a wait
+  // would also hold up another thread's work on the legacy stream.
+  bool gpu_waits() const { return gpu_waits_; }
   // Runs f with every deferred pack of this process enqueued and none
   // deferred meanwhile: GPU work f enqueues that waits for a peer's ready
   // word then never sits ahead of a pack a peer waits for (no two ranks'
@@ -322,6 +326,7 @@ class Rendezvous {
   void stop_flushing();
 
   MPI_Comm ctrl_ = MPI_COMM_NULL;  // Loom's own: acks never meet user messages
+  bool gpu_waits_ = false;
   int keyval_ = MPI_KEYVAL_INVALID;
   uint64_t nonce_ = 0;
   bool host_mode_ = false;
