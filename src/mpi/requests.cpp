@@ -195,12 +195,9 @@ void pull_together(const std::vector<Landed>& landed) {
     if (!src) continue;  // finish() opens it again and reports the failure
     const uint32_t* wait_word = nullptr;
     if (src->ready_word) {
-      auto w = rv->gpu_waits() ? op.mover->gpu_word(src->ready_word)
-                               : Result<const uint32_t*>(Status(Err::kUnsupported, "off"));
-      if (w)
-        wait_word = w.value();
-      else if (!rv->wait_ready(h))
-        continue;  // as a failed open
+      if (rv->gpu_waits())
+        if (auto w = op.mover->gpu_word(src->ready_word)) wait_word = w.value();
+      if (!wait_word && !rv->wait_ready(h)) continue;  // as a failed open
     }
     const uint64_t got = std::min<uint64_t>(h.bytes, static_cast<uint64_t>(op.msg.bytes));
     opened.push_back({l, h, src->ptr, static_cast<size_t>(got), src->layout, src->device, wait_word,

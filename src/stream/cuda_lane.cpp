@@ -127,12 +127,6 @@ class CudaLane final : public Lane {
     if (!gl) return gl.status();
     return pack::gpu_pack(*gl.value(), user, device_address(packed), s_);
   }
-  Status pack_write(const transport::Message& m, const void* user, void* packed, uint32_t* word,
-                    uint32_t value) override {
-    if (!counters_) return Lane::pack_write(m, user, packed, word, value);
-    const LaneJob job{&m, user, packed, true, nullptr};
-    return run_then(&job, 1, word, value);
-  }
   Status unpack(const transport::Message& m, const void* packed, void* user) override {
     if (m.bytes == 0) return Status::ok();
     auto gl = shared().layout(m);
@@ -281,7 +275,7 @@ class CudaLane final : public Lane {
     return dev;
   }
   cudaStream_t s_;
-  unsigned* counters_ = nullptr;  // pack_write's fused words (pack::gpu_signal_counters)
+  unsigned* counters_ = nullptr;  // run_many_write's fused words (pack::gpu_signal_counters)
   int device_ = 0;
   uint64_t* near_ = nullptr;  // copy_from's (kept: freeing would synchronise the device)
   std::mutex dev_mu_;

@@ -42,12 +42,6 @@ Result<uint32_t> Channel::mark() {
   return seq_;
 }
 
-Result<uint32_t> Channel::pack_mark(const transport::Message& m, const void* user, void* packed) {
-  ++seq_;
-  LOOM_TRY(lane_->pack_write(m, user, packed, static_cast<uint32_t*>(words_.host), seq_));
-  return seq_;
-}
-
 Result<uint32_t> Channel::run_mark(const LaneJob* jobs, size_t n) {
   ++seq_;
   LOOM_TRY(lane_->run_many_write(jobs, n, static_cast<uint32_t*>(words_.host), seq_));

@@ -49,10 +49,8 @@ class Channel {
   // Enqueues "the stream writes its next position"; returns that position.
   // Call under mu().
   Result<uint32_t> mark();
-  // Enqueues a pack of m (lane().pack), then the same as mark(), as one
+  // Enqueues lane().run_many(jobs, n), then the same as mark(), as one
   // stream operation where the lane can. Call under mu().
-  Result<uint32_t> pack_mark(const transport::Message& m, const void* user, void* packed);
-  // The same after lane().run_many(jobs, n).
   Result<uint32_t> run_mark(const LaneJob* jobs, size_t n);
   // A free release word (waits for one when all are taken).
   Slot take();

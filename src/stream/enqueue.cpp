@@ -185,11 +185,11 @@ void byte_args(size_t bytes, Op& op) {
 
 namespace {
 
-// A send's pack into dst; with `marked` non-null, the trigger too, fused
-// with the pack where the lane can (op.start, *marked set).
+// A send's pack into dst, then its trigger (op.start), which the pack's
+// kernel writes itself where the lane can; *marked set.
 Status pack_send(Channel& ch, const Buffer& b, const void* buf, void* dst, Op& op, bool* marked) {
-  if (!marked) return ch.lane().pack(b.msg, buf, dst);
-  auto at = ch.pack_mark(b.msg, buf, dst);
+  const LaneJob job{&b.msg, buf, dst, true, nullptr};
+  auto at = ch.run_mark(&job, 1);
   if (!at) return at.status();
   op.start = at.value();
   *marked = true;
@@ -250,10 +250,10 @@ Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count,
 }  // namespace
 
 Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                  const Block& staging, Op& op, bool mark) {
+                  const Block& staging, Op& op) {
   bool marked = false;
-  LOOM_TRY(stage_send_work(ch, b, buf, count, type, staging, op, mark ? &marked : nullptr));
-  if (mark && !marked) {
+  LOOM_TRY(stage_send_work(ch, b, buf, count, type, staging, op, &marked));
+  if (!marked) {
     auto at = ch.mark();
     if (!at) return at.status();
     op.start = at.value();

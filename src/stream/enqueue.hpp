@@ -78,12 +78,12 @@ bool early_recv(const Buffer& b);
 // Staging for b on the lane (none for host buffers).
 Result<Block> staging_for(Lane& lane, const Buffer& b);
 
-// Enqueue the lane work before a send's trigger and set op's MPI arguments
-// (sbuf, count, type) and release rule. `staging` from staging_for. With
-// `mark`, the trigger too (op.start): a pack kernel writes it itself where
-// the lane can (Lane::pack_write), a stream operation saved.
+// Enqueue the lane work before a send's trigger, then the trigger
+// (op.start), and set op's MPI arguments (sbuf, count, type) and release
+// rule. `staging` from staging_for. A pack kernel writes the trigger itself
+// where the lane can (Lane::run_many_write), a stream operation saved.
 Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                  const Block& staging, Op& op, bool mark = false);
+                  const Block& staging, Op& op);
 // The same for a receive (rbuf, count, type; spans copy the user's bytes in
 // first so that gaps stay as they are).
 Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Datatype type,

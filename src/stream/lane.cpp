@@ -59,12 +59,6 @@ Status Lane::run_many(const LaneJob* jobs, size_t n) {
   return Status::ok();
 }
 
-Status Lane::pack_write(const transport::Message& m, const void* user, void* packed, uint32_t* word,
-                        uint32_t value) {
-  LOOM_TRY(pack(m, user, packed));
-  return write(word, value);
-}
-
 Status Lane::run_many_write(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value) {
   LOOM_TRY(run_many(jobs, n));
   return write(word, value);

@@ -75,10 +75,6 @@ class Lane {
   // the reverse; ordered on the stream.
   virtual Status pack(const transport::Message& m, const void* user, void* packed) = 0;
   virtual Status unpack(const transport::Message& m, const void* packed, void* user) = 0;
-  // pack, then write(word, value): a CUDA lane's pack kernel writes the
-  // word itself where it can (one stream operation instead of two).
-  virtual Status pack_write(const transport::Message& m, const void* user, void* packed,
-                            uint32_t* word, uint32_t value);
   // Copies between the user's memory and a block (host address), ordered.
   virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
   virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;

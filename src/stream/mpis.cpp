@@ -174,8 +174,7 @@ int start(Engine& e, Queue& q, MPIS_Request r, std::vector<Pairs::Work>* pair_se
   op->active = r->active;
   op->pin = r->pin;
   // A send's trigger goes with its pack (stage_send marks it).
-  Status s = r->send ? stage_send(ch, r->buf, r->sbuf, r->count, r->type, r->staging, *op,
-                                  /*mark=*/true)
+  Status s = r->send ? stage_send(ch, r->buf, r->sbuf, r->count, r->type, r->staging, *op)
                      : stage_recv(ch, r->buf, r->rbuf, r->count, r->type, r->staging, *op);
   if (!s) return mpi::raise(r->comm, s);
   // The next round packs into the same staging: a send holds the stream at

@@ -244,7 +244,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   phase.emplace(stats::kEnqueueStage);
   std::lock_guard<std::mutex> lk(ch->mu());
   // A send's trigger goes with its pack (stage_send marks it).
-  Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op, /*mark=*/true)
+  Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
   if (!s) return fail(comm, s);
   phase.emplace(stats::kEnqueueMark);

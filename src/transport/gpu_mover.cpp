@@ -500,19 +500,8 @@ class GpuMover final : public Mover {
                 return pack::gpu_wait_many(words.data(), values.data(), words.size(), stream_);
               }();
           !s) {
-        for (size_t i = 0; i < items.size(); ++i)
+        for (size_t i = 0; i < items.size(); ++i)  // not issued below: left to the caller
           if (items[i].wait_word) each[i] = s;
-        std::vector<UnpackItem> rest;
-        std::vector<size_t> at;
-        for (size_t i = 0; i < items.size(); ++i)
-          if (!items[i].wait_word) {
-            rest.push_back(items[i]);
-            at.push_back(i);
-          }
-        std::vector<Status> rest_each;
-        unpack_many_async(rest, keep, rest_each);
-        for (size_t k = 0; k < at.size(); ++k) each[at[k]] = rest_each[k];
-        return;
       }
     // Two rounds: the packs out of peers' layouts into scratch, then every
     // unpack. A batch launch runs its jobs side by side, so a scratch's
@@ -520,6 +509,7 @@ class GpuMover final : public Mover {
     std::vector<pack::GpuJob> pres, jobs;
     std::vector<size_t> pre_of, of;  // the item of each job
     for (size_t i = 0; i < items.size(); ++i) {
+      if (!each[i]) continue;  // its sender's pack could not be waited for
       pack::GpuJob pre, job;
       stats::Scope phase(stats::kIssueItems);
       each[i] = issue_unpack(items[i], keep, &pre, &job);
