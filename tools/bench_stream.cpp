@@ -339,7 +339,10 @@ void halo_table(Setup& x, bool quick, FILE* csv, const std::string& device) {
       cudaMemset(h.grid, 0, bytes);
 #endif
     }
-    const int iters = quick ? 10 : 100, window = 8;
+    // Iterations the host enqueues before it synchronises once
+    // (LOOM_BENCH_STREAM_WINDOW, default 8): 1 shows what running ahead gains.
+    const char* w = std::getenv("LOOM_BENCH_STREAM_WINDOW");
+    const int iters = quick ? 10 : 100, window = w && std::atoi(w) > 0 ? std::atoi(w) : 8;
     halo_cpu(x, h, 3);  // warm-ups
     HostTime eh, ph;
     halo_mpix(x, h, 3, window, &eh);

@@ -6,6 +6,7 @@
 #include "mpi/next.hpp"
 #include "mpi/requests.hpp"
 #include "mpi/runtime.hpp"
+#include "stream/engine.hpp"
 
 namespace loom::mpi {
 
@@ -22,6 +23,9 @@ bool collectives_poll() {
 void progress_loom() {
   Runtime* rt = runtime();
   if (!rt) return;
+  // Sends a stream holds back (MPIX_Isend_enqueue) go once the program
+  // calls Loom: a blocking call here may wait for their peers.
+  if (rt->streams && !Runtime::in_stream_thread()) rt->streams->flush_held(false);
   if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
   progress_schedules();            // nonblocking collectives' messages
   if (rt->requests.empty()) return;

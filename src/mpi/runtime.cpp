@@ -273,6 +273,10 @@ void Runtime::mark_stream_thread() {
   tl_stream_thread = true;
 }
 
+bool Runtime::in_stream_thread() {
+  return tl_stream_thread;
+}
+
 transport::Mover* Runtime::gpu(transport::Method m) {
   const bool nb = tl_stream_thread;
   // Made once, kept to the end: read without the lock (every device call asks).

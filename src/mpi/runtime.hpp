@@ -61,6 +61,7 @@ class Runtime {
   // It runs while application streams wait for it, and a blocking stream
   // (or any use of the legacy stream) would wait for them in turn.
   static void mark_stream_thread();
+  static bool in_stream_thread();
   // How collectives on device buffers run (LOOM_COLL_METHOD, read at
   // start-up; loom_set_coll_method), and the smallest call, in bytes each
   // rank receives, that `auto` gives the node-local engine.

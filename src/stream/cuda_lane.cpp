@@ -17,6 +17,7 @@
 #include "stream/lane.hpp"
 #include "transport/driver_entry.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::stream {
 namespace {
@@ -143,30 +144,33 @@ class CudaLane final : public Lane {
   Status run_then(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value) {
     std::vector<std::shared_ptr<pack::GpuLayout>> keep;
     std::vector<pack::GpuJob> gj;
-    keep.reserve(2 * n);
-    gj.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      if (jobs[i].m->bytes == 0) continue;
-      auto gl = shared().layout(*jobs[i].m);
-      if (!gl) return gl.status();
-      keep.push_back(gl.value());
-      pack::GpuJob j;
-      if (jobs[i].from) {  // the sender's layout at src -> ours at dst
-        auto from = shared().layout(*jobs[i].from);
-        if (!from) return from.status();
-        keep.push_back(from.value());
-        j.layout = from.value().get();
-        j.user = jobs[i].src;
-        j.into = gl.value().get();
-        j.packed = jobs[i].dst;
+    {
+      stats::Scope phase(stats::kLaneJobs);
+      keep.reserve(2 * n);
+      gj.reserve(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (jobs[i].m->bytes == 0) continue;
+        auto gl = shared().layout(*jobs[i].m);
+        if (!gl) return gl.status();
+        keep.push_back(gl.value());
+        pack::GpuJob j;
+        if (jobs[i].from) {  // the sender's layout at src -> ours at dst
+          auto from = shared().layout(*jobs[i].from);
+          if (!from) return from.status();
+          keep.push_back(from.value());
+          j.layout = from.value().get();
+          j.user = jobs[i].src;
+          j.into = gl.value().get();
+          j.packed = jobs[i].dst;
+          gj.push_back(j);
+          continue;
+        }
+        j.layout = keep.back().get();
+        j.pack = jobs[i].pack;
+        j.user = jobs[i].pack ? jobs[i].src : jobs[i].dst;
+        j.packed = device_address(jobs[i].pack ? jobs[i].dst : jobs[i].src);
         gj.push_back(j);
-        continue;
       }
-      j.layout = keep.back().get();
-      j.pack = jobs[i].pack;
-      j.user = jobs[i].pack ? jobs[i].src : jobs[i].dst;
-      j.packed = device_address(jobs[i].pack ? jobs[i].dst : jobs[i].src);
-      gj.push_back(j);
     }
     if (!word) return gj.empty() ? Status::ok() : pack::gpu_run_many(gj.data(), gj.size(), s_);
     uint32_t* dev = nullptr;

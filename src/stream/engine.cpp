@@ -12,6 +12,7 @@
 #include "stream/pair.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
+#include "util/stats.hpp"
 
 namespace loom::stream {
 namespace {
@@ -37,15 +38,45 @@ Result<std::shared_ptr<Channel>> Channel::create(std::shared_ptr<Lane> lane) {
 }
 
 Result<uint32_t> Channel::mark() {
+  LOOM_TRY(flush());
   ++seq_;
   LOOM_TRY(lane_->write(static_cast<uint32_t*>(words_.host), seq_));
   return seq_;
 }
 
 Result<uint32_t> Channel::run_mark(const LaneJob* jobs, size_t n) {
+  LOOM_TRY(flush());
   ++seq_;
   LOOM_TRY(lane_->run_many_write(jobs, n, static_cast<uint32_t*>(words_.host), seq_));
   return seq_;
+}
+
+Result<uint32_t> Channel::hold_pack(const transport::Message& m, const void* src, void* dst,
+                                    const mpi::TypeRegistry::Entry& keep, bool* first) {
+  *first = held_.empty();
+  const uint32_t at = ++seq_;
+  held_.push_back(Held{m, src, dst, keep});
+  if (held_.size() >= kHeldMax) LOOM_TRY(flush());
+  return at;
+}
+
+Status Channel::flush() {
+  if (held_.empty()) return Status::ok();
+  stats::Scope phase(stats::kEnqueueHeld);
+  std::vector<LaneJob> jobs;
+  jobs.reserve(held_.size());
+  for (const Held& h : held_) jobs.push_back(LaneJob{&h.m, h.src, h.dst, true, nullptr});
+  auto* position = static_cast<uint32_t*>(words_.host);
+  Status s = lane_->run_many_write(jobs.data(), jobs.size(), position, seq_);
+  held_.clear();
+  if (!s) {
+    // The sends' triggers must still come, or their peers wait for ever:
+    // they go with what their staging holds, and the error is said.
+    LOOM_LOG(kError, kMpi, "enqueued sends: their packs could not be enqueued: %s",
+             s.message().c_str());
+    (void)lane_->write(position, seq_);
+  }
+  return s;
 }
 
 uint32_t Channel::position() const {
@@ -65,7 +96,10 @@ Slot Channel::take() {
         return s;
       }
     }
-    std::this_thread::yield();  // every word waits on an operation: let them finish
+    // Every word waits on an operation: let them finish, held sends too
+    // (their trigger is what lets them go; take() runs under mu()).
+    if (!held_.empty()) (void)flush();
+    std::this_thread::yield();
   }
 }
 
@@ -104,11 +138,28 @@ void Engine::shutdown() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return;
+  }
+  flush_held(true);  // the sends the progress thread will wait for
+  {
+    std::lock_guard<std::mutex> lk(held_mu_);
+    flush_stop_ = true;
+  }
+  held_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
     stopping_.store(true);
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  for (Incoming* n = drain(); n;) {  // handed over after the thread ended
+    if (n->free != MPI_REQUEST_NULL) LOOM_NEXT(MPI_Request_free)(&n->free);
+    for (MPI_Request& r : n->frees) LOOM_NEXT(MPI_Request_free)(&r);
+    Incoming* next = n->next;
+    delete n;
+    n = next;
+  }
   if (tracing_) write_trace();
   {
     std::lock_guard<std::mutex> lk(hs_mu_);
@@ -124,22 +175,117 @@ void Engine::shutdown() {
 void Engine::submit(std::shared_ptr<Op> op) {
   if (tracing_) op->t_enqueued = now_ns();
   op->ch->in_flight.fetch_add(1);
-  {
+  if (!started_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lk(mu_);
     if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
-    incoming_.push_back(std::move(op));
-    pending_.fetch_add(1, std::memory_order_release);
+    started_.store(true, std::memory_order_release);
   }
-  cv_.notify_one();
+  push(new Incoming{std::move(op), MPI_REQUEST_NULL, nullptr, {}, {}});
 }
 
 void Engine::free_later(MPI_Request r) {
-  {
+  push(new Incoming{nullptr, r, nullptr, {}, {}});
+}
+
+void Engine::later(std::vector<MPI_Request> frees, std::vector<std::shared_ptr<void>> drops) {
+  if (frees.empty() && drops.empty()) return;
+  push(new Incoming{nullptr, MPI_REQUEST_NULL, nullptr, std::move(frees), std::move(drops)});
+}
+
+// Lock-free: the thread polls the inbox without a lock, so an enqueue call
+// never waits for it (a mutex taken by both, each time, cost the halo's
+// enqueue calls a futex sleep now and then: 1.5 us a hand-over at the mean).
+void Engine::push(Incoming* n) {
+  Incoming* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    n->next = head;
+  } while (
+      !inbox_.compare_exchange_weak(head, n, std::memory_order_seq_cst, std::memory_order_relaxed));
+  // Seen asleep after the push: it may have checked the inbox before it, so
+  // wake it (under mu_, which it holds until it waits).
+  if (sleeping_.load(std::memory_order_seq_cst)) {
     std::lock_guard<std::mutex> lk(mu_);
-    to_free_.push_back(r);
-    pending_.fetch_add(1, std::memory_order_release);
+    cv_.notify_one();
   }
-  cv_.notify_one();
+}
+
+int64_t Engine::clock_ns() {
+  return now_ns();
+}
+
+void Engine::holding(std::shared_ptr<Channel> ch) {
+  held_one();
+  std::lock_guard<std::mutex> lk(held_mu_);
+  if (!flusher_.joinable() && !flush_stop_) flusher_ = std::thread([this] { flusher(); });
+  held_chans_.push_back(std::move(ch));
+  n_held_.store(static_cast<int>(held_chans_.size()), std::memory_order_release);
+  if (held_chans_.size() == 1) held_cv_.notify_one();
+}
+
+void Engine::flush_held(bool block) {
+  if (n_held_.load(std::memory_order_acquire) == 0) return;
+  std::vector<std::shared_ptr<Channel>> chans;
+  {
+    std::lock_guard<std::mutex> lk(held_mu_);
+    chans.swap(held_chans_);
+    n_held_.store(0, std::memory_order_release);
+  }
+  std::vector<std::shared_ptr<Channel>> busy;
+  for (auto& ch : chans) {
+    std::unique_lock<std::mutex> lk(ch->mu(), std::defer_lock);
+    if (block) {
+      lk.lock();
+    } else if (!lk.try_lock()) {
+      busy.push_back(std::move(ch));  // its user goes on; the flusher's backstop stays
+      continue;
+    }
+    (void)ch->flush();  // a failure is said there, and the triggers still go
+  }
+  if (busy.empty()) return;
+  std::lock_guard<std::mutex> lk(held_mu_);
+  for (auto& ch : busy) held_chans_.push_back(std::move(ch));
+  n_held_.store(static_cast<int>(held_chans_.size()), std::memory_order_release);
+  held_cv_.notify_one();
+}
+
+void Engine::flusher() {
+  std::unique_lock<std::mutex> lk(held_mu_);
+  for (;;) {
+    held_cv_.wait(lk, [&] { return flush_stop_ || !held_chans_.empty(); });
+    if (flush_stop_) return;
+    // Once no pack has been held for kHoldUs: a burst goes on batching, and
+    // the program's next call usually comes first and finds nothing left.
+    for (;;) {
+      const int64_t idle = now_ns() - last_hold_ns_.load(std::memory_order_relaxed);
+      if (idle >= kHoldUs * 1000) break;
+      held_cv_.wait_for(lk, std::chrono::nanoseconds(kHoldUs * 1000 - idle),
+                        [&] { return flush_stop_; });
+      if (flush_stop_) return;
+    }
+    std::vector<std::shared_ptr<Channel>> chans;
+    chans.swap(held_chans_);
+    n_held_.store(0, std::memory_order_release);
+    lk.unlock();
+    for (auto& ch : chans) {
+      std::lock_guard<std::mutex> cl(ch->mu());
+      ch->lane().enter();  // the stream's GPU, on this thread
+      (void)ch->flush();   // a failure is said there
+    }
+    chans.clear();
+    lk.lock();
+  }
+}
+
+Engine::Incoming* Engine::drain() {
+  Incoming* got = inbox_.exchange(nullptr, std::memory_order_acquire);
+  Incoming* fifo = nullptr;  // pushed last first: reversed into call order
+  while (got) {
+    Incoming* next = got->next;
+    got->next = fifo;
+    fifo = got;
+    got = next;
+  }
+  return fifo;
 }
 
 void Engine::put(Kind k, uintptr_t key, std::shared_ptr<void> obj) {
@@ -334,36 +480,39 @@ void Engine::run() {
   constexpr auto kReapEvery = std::chrono::microseconds(20);
   std::chrono::steady_clock::time_point stop_at{};
   for (;;) {
-    // The lock only when there is news: the enqueueing threads take it too,
-    // and a thread polling under it made each enqueue call wait for it.
     const bool idle = waiting.empty() && active.empty() && retiring.empty();
-    if (idle || pending_.load(std::memory_order_acquire) > 0 || stopping_.load()) {
+    if (idle && !inbox_.load(std::memory_order_relaxed) && !stopping_.load()) {
       std::unique_lock<std::mutex> lk(mu_);
-      if (idle) {
-        cv_.wait(lk, [this] { return stop_ || !incoming_.empty() || !to_free_.empty(); });
+      sleeping_.store(true, std::memory_order_seq_cst);
+      cv_.wait(lk, [this] { return stop_ || inbox_.load(std::memory_order_seq_cst) != nullptr; });
+      sleeping_.store(false, std::memory_order_relaxed);
+    }
+    if (inbox_.load(std::memory_order_relaxed)) {
+      for (Incoming* n = drain(); n;) {
+        if (n->op)
+          waiting.push_back(std::move(n->op));
+        else if (n->free != MPI_REQUEST_NULL)
+          gone.push_back(n->free);
+        gone.insert(gone.end(), n->frees.begin(), n->frees.end());
+        Incoming* next = n->next;
+        delete n;  // and what it drops
+        n = next;
       }
-      pending_.fetch_sub(static_cast<int>(to_free_.size()), std::memory_order_relaxed);
-      gone.swap(to_free_);
-      if (stop_ && incoming_.empty() && waiting.empty() && active.empty()) {
+    }
+    if (stopping_.load()) {
+      if (waiting.empty() && active.empty() && !inbox_.load()) {
         // At finalize (staging a stream may still hold goes with the pools).
         for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
         return;
       }
-      if (stop_) {
-        // At finalize: what a stream never reached cannot finish.
-        const auto at = std::chrono::steady_clock::now();
-        if (stop_at == std::chrono::steady_clock::time_point{}) stop_at = at;
-        if (at - stop_at > std::chrono::seconds(10)) {
-          LOOM_WARN(kMpi, "finalize: %zu enqueued operations never reached by their stream",
-                    waiting.size() + active.size());
-          for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
-          return;
-        }
-      }
-      while (!incoming_.empty()) {
-        waiting.push_back(std::move(incoming_.front()));
-        incoming_.pop_front();
-        pending_.fetch_sub(1, std::memory_order_relaxed);
+      // At finalize: what a stream never reached cannot finish.
+      const auto at = std::chrono::steady_clock::now();
+      if (stop_at == std::chrono::steady_clock::time_point{}) stop_at = at;
+      if (at - stop_at > std::chrono::seconds(10)) {
+        LOOM_WARN(kMpi, "finalize: %zu enqueued operations never reached by their stream",
+                  waiting.size() + active.size());
+        for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);
+        return;
       }
     }
     for (MPI_Request& r : gone) LOOM_NEXT(MPI_Request_free)(&r);

@@ -52,7 +52,19 @@ class Channel {
   // Enqueues lane().run_many(jobs, n), then the same as mark(), as one
   // stream operation where the lane can. Call under mu().
   Result<uint32_t> run_mark(const LaneJob* jobs, size_t n);
-  // A free release word (waits for one when all are taken).
+  // An enqueued send's pack held back (MPIX_Isend_enqueue), so that a burst
+  // of them goes to the stream as one launch: the position it would write is
+  // taken now; the launch's last kernel writes the highest held. Call under
+  // mu(). True: the first held since the last flush.
+  Result<uint32_t> hold_pack(const transport::Message& m, const void* src, void* dst,
+                             const mpi::TypeRegistry::Entry& keep, bool* first);
+  // Enqueues the held packs (under mu()). mark() and run_mark() do it first,
+  // so positions reach the stream in order; any other work on the lane must
+  // call it first where it may wait for a held send.
+  Status flush();
+  bool holding() const { return !held_.empty(); }
+  // A free release word (waits for one when all are taken, after
+  // enqueuing what is held). Call under mu().
   Slot take();
   Status wait(const Slot& s) { return lane_->wait(word(s.index), s.value); }
   // The word a wait on s reads (host address), and whether the progress
@@ -78,9 +90,17 @@ class Channel {
   std::atomic<int> in_flight{0};
 
   static constexpr int kSlots = 1024;
+  static constexpr size_t kHeldMax = 48;  // held packs go together at most this many
 
  private:
   uint32_t* word(int i) { return static_cast<uint32_t*>(words_.host) + 16 * (i + 1); }
+  struct Held {
+    transport::Message m;
+    const void* src;
+    void* dst;
+    mpi::TypeRegistry::Entry keep;  // the type, until the pack is enqueued
+  };
+  std::vector<Held> held_;
   std::shared_ptr<Lane> lane_;
   Block words_;  // word 0: position; words 16 (i + 1): release word i (own cache lines)
   std::mutex mu_;
@@ -182,6 +202,23 @@ class Engine {
   // A completed generalized request the thread frees (the application
   // thread's MPI calls wait for the MPI's lock while the thread tests).
   void free_later(MPI_Request r);
+  // The same for many, with objects whose last reference the thread drops
+  // (an enqueued wait's requests: their operations' staging goes back to
+  // its pool there, off the application thread).
+  void later(std::vector<MPI_Request> frees, std::vector<std::shared_ptr<void>> drops);
+
+  // Channels holding sends' packs (Channel::hold_pack; call holding() after
+  // a first hold, under the channel's mu()). What they hold is enqueued by
+  // the next call of the stream APIs (flush_held(true)), by Loom's
+  // completion calls (flush_held(false): channels another thread is using
+  // are left), or by a thread of its own once no pack has been held for
+  // kHoldUs, so a send held by a program that makes no further call still
+  // goes. Never from the progress thread: a launch may wait for a stream
+  // that waits for that thread.
+  void holding(std::shared_ptr<Channel> ch);
+  void held_one() { last_hold_ns_.store(clock_ns(), std::memory_order_relaxed); }
+  void flush_held(bool block);
+  static constexpr int64_t kHoldUs = 50;
 
   // The lane for a stream value: an emulated stream made here, or a CUDA
   // stream.
@@ -214,6 +251,15 @@ class Engine {
 
  private:
   void run();
+  void flusher();
+  static int64_t clock_ns();
+  std::mutex held_mu_;
+  std::condition_variable held_cv_;
+  std::vector<std::shared_ptr<Channel>> held_chans_;  // under held_mu_
+  std::atomic<int> n_held_{0};                        // held_chans_.size(), read without it
+  std::atomic<int64_t> last_hold_ns_{0};
+  bool flush_stop_ = false;  // under held_mu_
+  std::thread flusher_;
   // LOOM_STREAM_TRACE: a row per retired operation, written at shutdown.
   void trace(const Op& op);
   void write_trace();
@@ -232,11 +278,23 @@ class Engine {
   std::unique_ptr<Pairs> pairs_;
   int tag_ub_ = 32767;
   int keyval_ = MPI_KEYVAL_INVALID;
+  // What the thread is handed (an operation, or a request to free): a
+  // lock-free stack it takes whole (Engine::drain); mu_ and cv_ only put it
+  // to sleep when it has nothing to do.
+  struct Incoming {
+    std::shared_ptr<Op> op;
+    MPI_Request free = MPI_REQUEST_NULL;
+    Incoming* next = nullptr;
+    std::vector<MPI_Request> frees;
+    std::vector<std::shared_ptr<void>> drops;
+  };
+  void push(Incoming* n);
+  Incoming* drain();  // everything pushed so far, in push order
+  std::atomic<Incoming*> inbox_{nullptr};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> started_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Op>> incoming_;
-  std::atomic<int> pending_{0};       // news under mu_ (incoming_, to_free_), read without it
-  std::vector<MPI_Request> to_free_;  // under mu_; counted in pending_
   std::atomic<bool> stopping_{false};
   bool stop_ = false;
   std::thread thread_;

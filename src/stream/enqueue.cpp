@@ -186,10 +186,18 @@ void byte_args(size_t bytes, Op& op) {
 namespace {
 
 // A send's pack into dst, then its trigger (op.start), which the pack's
-// kernel writes itself where the lane can; *marked set.
-Status pack_send(Channel& ch, const Buffer& b, const void* buf, void* dst, Op& op, bool* marked) {
-  const LaneJob job{&b.msg, buf, dst, true, nullptr};
-  auto at = ch.run_mark(&job, 1);
+// kernel writes itself where the lane can; *marked set. Held back where
+// `held` is given (stage_send).
+Status pack_send(Channel& ch, const Buffer& b, const void* buf, void* dst, Op& op, bool* marked,
+                 bool* held, bool* first) {
+  Result<uint32_t> at = 0u;
+  if (held) {
+    at = ch.hold_pack(b.msg, buf, dst, b.keep, first);
+    *held = true;
+  } else {
+    const LaneJob job{&b.msg, buf, dst, true, nullptr};
+    at = ch.run_mark(&job, 1);
+  }
   if (!at) return at.status();
   op.start = at.value();
   *marked = true;
@@ -197,7 +205,7 @@ Status pack_send(Channel& ch, const Buffer& b, const void* buf, void* dst, Op& o
 }
 
 Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                       const Block& staging, Op& op, bool* marked) {
+                       const Block& staging, Op& op, bool* marked, bool* held, bool* first) {
   op.kind = Op::Kind::kSend;
   op.bytes = b.msg.bytes;
   switch (b.how) {
@@ -213,7 +221,7 @@ Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count,
       transport::Header h;
       std::memcpy(&h, b.wire, sizeof(h));
       op.keep = b.keep;
-      LOOM_TRY(pack_send(ch, b, buf, b.lent_at, op, marked));
+      LOOM_TRY(pack_send(ch, b, buf, b.lent_at, op, marked, held, first));
       static_assert(sizeof(op.wire) == sizeof(h));
       std::memcpy(op.wire, &h, sizeof(h));
       op.lent_seq = h.seq;
@@ -229,7 +237,7 @@ Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count,
       return Status(Err::kInternal, "a pulled buffer sent");
     case Buffer::How::kPacked:
       op.keep = b.keep;  // the layout an emulated stream packs with, later
-      LOOM_TRY(pack_send(ch, b, buf, staging.host, op, marked));
+      LOOM_TRY(pack_send(ch, b, buf, staging.host, op, marked, held, first));
       op.sbuf = staging.host;
       byte_args(staging.bytes, op);
       break;
@@ -250,9 +258,10 @@ Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count,
 }  // namespace
 
 Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                  const Block& staging, Op& op) {
+                  const Block& staging, Op& op, bool* held, bool* first) {
   bool marked = false;
-  LOOM_TRY(stage_send_work(ch, b, buf, count, type, staging, op, &marked));
+  if (held) *held = false;
+  LOOM_TRY(stage_send_work(ch, b, buf, count, type, staging, op, &marked, held, first));
   if (!marked) {
     auto at = ch.mark();
     if (!at) return at.status();

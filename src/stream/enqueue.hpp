@@ -82,8 +82,11 @@ Result<Block> staging_for(Lane& lane, const Buffer& b);
 // (op.start), and set op's MPI arguments (sbuf, count, type) and release
 // rule. `staging` from staging_for. A pack kernel writes the trigger itself
 // where the lane can (Lane::run_many_write), a stream operation saved.
+// `held` (MPIX_Isend_enqueue): a pack is held back to go with the packs of
+// the sends after it (Channel::hold_pack); *held then says whether it was,
+// and *first whether it was the channel's first since its last flush.
 Status stage_send(Channel& ch, const Buffer& b, const void* buf, int count, MPI_Datatype type,
-                  const Block& staging, Op& op);
+                  const Block& staging, Op& op, bool* held = nullptr, bool* first = nullptr);
 // The same for a receive (rbuf, count, type; spans copy the user's bytes in
 // first so that gaps stay as they are).
 Status stage_recv(Channel& ch, const Buffer& b, void* buf, int count, MPI_Datatype type,

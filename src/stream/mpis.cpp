@@ -65,6 +65,9 @@ Engine* live(int* rc) {
     *rc = mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "Loom is not active: no stream engine");
     return nullptr;
   }
+  // A queue's stream may share a CUDA stream with an MPIX stream, or wait
+  // for a peer that waits for a held MPIX send: those go first.
+  rt->streams->flush_held(true);
   return rt->streams.get();
 }
 

@@ -47,7 +47,12 @@ namespace loom::stats {
   X(kEnqueueWait, "enqueue: MPIX_Wait(all)_enqueue (whole)")               \
   X(kEnqueueWaitBatch, "enqueue: waits, copies, unpacks issued")           \
   X(kEnqueueWaitWords, "enqueue: the batch's waits issued")                \
-  X(kEnqueueUnpacks, "enqueue: the batch's copies and unpacks issued")
+  X(kEnqueueUnpacks, "enqueue: the batch's copies and unpacks issued")     \
+  X(kEnqueueHeld, "enqueue: held sends' packs enqueued (one launch)")      \
+  X(kEnqueueWaitTake, "enqueue: the wait's requests looked up")            \
+  X(kEnqueueWaitDone, "enqueue: the wait's statuses set, requests freed")  \
+  X(kEnqueueWaitDrop, "enqueue: the wait's requests dropped")              \
+  X(kLaneJobs, "enqueue: a batch's layouts and addresses looked up")
 
 enum Phase : int {
 #define LOOM_STAT_ENUM(id, doc) id,

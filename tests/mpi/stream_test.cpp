@@ -296,6 +296,75 @@ TEST_F(Stream, NonblockingWaitallAndShortReceives) {
   MPI_Type_free(&t);
 }
 
+// A burst of MPIX_Isend_enqueue whose packs the stream holds back to go as
+// one launch (more than one launch's worth, with a blocking send between):
+// messages of one tag still match in call order, each with the data the
+// stream wrote before its call.
+TEST_F(Stream, HeldSendsKeepCallOrder) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(6, 1, 3, MPI_INT, &t);
+  MPI_Type_commit(&t);
+  const int n = 60, blocking_at = 25;  // past Channel::kHeldMax (48) in one burst
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < n; ++i) bufs.emplace_back(t, 1, 0);
+  const std::vector<Buffer> initial = bufs;
+  std::vector<MPI_Request> reqs(n, MPI_REQUEST_NULL);
+  if (me % 2 == 0) {
+    for (int i = 0; i < n; ++i) {
+      on_stream(s_, [&bufs, i] { fill(bufs[i], 200u + i); });
+      if (i == blocking_at)
+        ASSERT_EQ(MPIX_Send_enqueue(bufs[i].origin(), 1, t, peer, 9, comm_), MPI_SUCCESS);
+      else
+        ASSERT_EQ(MPIX_Isend_enqueue(bufs[i].origin(), 1, t, peer, 9, comm_, &reqs[i]),
+                  MPI_SUCCESS);
+    }
+    ASSERT_EQ(MPIX_Waitall_enqueue(n, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    sync();
+  } else {
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(MPIX_Irecv_enqueue(bufs[i].origin(), 1, t, peer, 9, comm_, &reqs[i]), MPI_SUCCESS);
+    ASSERT_EQ(MPIX_Waitall_enqueue(n, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
+    sync();
+    for (int i = 0; i < n; ++i) {
+      SCOPED_TRACE("message " + std::to_string(i));
+      Buffer sent(t, 1, 0);
+      fill(sent, 200u + i);
+      EXPECT_EQ(bufs[i].bytes, expected(t, 1, sent, t, 1, initial[i]));
+    }
+  }
+  MPI_Type_free(&t);
+}
+
+// A held send goes even when the program makes no further call of Loom's
+// for a while (Engine::flusher): its peer's receive completes meanwhile.
+TEST_F(Stream, HeldSendGoesWithoutAnotherCall) {
+  const int me = world_rank(), peer = me ^ 1;
+  if (peer >= world_size()) return;
+  MPI_Datatype t;
+  MPI_Type_vector(4, 2, 5, MPI_DOUBLE, &t);
+  MPI_Type_commit(&t);
+  Buffer src(t, 2, 31), dst(t, 2, 0);
+  const Buffer initial = dst;
+  constexpr double kQuiet = 0.5;  // seconds the sender makes no call
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me % 2 == 0) {
+    MPI_Request r;
+    ASSERT_EQ(MPIX_Isend_enqueue(src.origin(), 2, t, peer, 5, comm_, &r), MPI_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::duration<double>(kQuiet));
+    ASSERT_EQ(MPIX_Wait_enqueue(&r, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    sync();
+  } else {
+    // A plain receive: nothing this rank does makes the sender's stream go.
+    const double t0 = MPI_Wtime();
+    ASSERT_EQ(MPI_Recv(dst.origin(), 2, t, peer, 5, comm_, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    EXPECT_LT(MPI_Wtime() - t0, kQuiet / 2) << "the send waited for its sender's next call";
+    EXPECT_EQ(dst.bytes, expected(t, 2, src, t, 2, initial));
+  }
+  MPI_Type_free(&t);
+}
+
 // A short message that lands before the stream reaches its receive (a
 // receive may be posted when it is enqueued: LOOM_STREAM_EARLY_RECV): the
 // bytes it leaves are those the stream's work before the receive wrote,
