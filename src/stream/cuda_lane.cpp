@@ -99,6 +99,23 @@ class CudaLane final : public Lane {
   }
   bool emulated() const override { return false; }
   void enter() override { cudaSetDevice(device_); }
+  int enter_for_now() override {
+    int was = -1;
+    if (cudaGetDevice(&was) != cudaSuccess) {
+      cudaGetLastError();
+      was = -1;
+    }
+    if (was != device_) cudaSetDevice(device_);
+    return was;
+  }
+  void leave(int was) override {
+    if (was >= 0 && was != device_) cudaSetDevice(was);
+  }
+  bool holds() const override { return s_ != cudaStreamPerThread; }
+  Status prepare(const transport::Message& m) override {
+    if (m.bytes == 0) return Status::ok();
+    return shared().layout(m).status();
+  }
 
   Status write(uint32_t* word, uint32_t value) override {
     Shared& sh = shared();

@@ -38,14 +38,14 @@ Result<std::shared_ptr<Channel>> Channel::create(std::shared_ptr<Lane> lane) {
 }
 
 Result<uint32_t> Channel::mark() {
-  LOOM_TRY(flush());
+  (void)flush();  // a failure is said there; this position is another matter
   ++seq_;
   LOOM_TRY(lane_->write(static_cast<uint32_t*>(words_.host), seq_));
   return seq_;
 }
 
 Result<uint32_t> Channel::run_mark(const LaneJob* jobs, size_t n) {
-  LOOM_TRY(flush());
+  (void)flush();  // a failure is said there; these jobs are another matter
   ++seq_;
   LOOM_TRY(lane_->run_many_write(jobs, n, static_cast<uint32_t*>(words_.host), seq_));
   return seq_;
@@ -53,6 +53,7 @@ Result<uint32_t> Channel::run_mark(const LaneJob* jobs, size_t n) {
 
 Result<uint32_t> Channel::hold_pack(const transport::Message& m, const void* src, void* dst,
                                     const mpi::TypeRegistry::Entry& keep, bool* first) {
+  LOOM_TRY(lane_->prepare(m));  // its errors to this call, not to a later flush
   *first = held_.empty();
   const uint32_t at = ++seq_;
   held_.push_back(Held{m, src, dst, keep});
@@ -115,6 +116,7 @@ void Channel::release(const Slot& s) {
 
 Engine::Engine() : pairs_(std::make_unique<Pairs>()) {
   tracing_ = !knobs().stream_trace.empty();
+  hold_on_ = knob_true(knobs().stream_hold);
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &world_);
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &answers_);
   void* ub = nullptr;
@@ -139,13 +141,14 @@ void Engine::shutdown() {
     std::lock_guard<std::mutex> lk(mu_);
     if (stop_) return;
   }
-  flush_held(true);  // the sends the progress thread will wait for
+  flush_held();  // the sends the progress thread will wait for
   {
     std::lock_guard<std::mutex> lk(held_mu_);
     flush_stop_ = true;
   }
   held_cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
+  flush_held();  // held meanwhile
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
@@ -154,6 +157,8 @@ void Engine::shutdown() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   for (Incoming* n = drain(); n;) {  // handed over after the thread ended
+    if (n->op)
+      LOOM_WARN(kMpi, "finalize: an enqueued operation was handed over after the engine stopped");
     if (n->free != MPI_REQUEST_NULL) LOOM_NEXT(MPI_Request_free)(&n->free);
     for (MPI_Request& r : n->frees) LOOM_NEXT(MPI_Request_free)(&r);
     Incoming* next = n->next;
@@ -217,35 +222,63 @@ void Engine::holding(std::shared_ptr<Channel> ch) {
   held_one();
   std::lock_guard<std::mutex> lk(held_mu_);
   if (!flusher_.joinable() && !flush_stop_) flusher_ = std::thread([this] { flusher(); });
+  if (held_chans_.empty()) first_hold_ns_ = now_ns();
   held_chans_.push_back(std::move(ch));
   n_held_.store(static_cast<int>(held_chans_.size()), std::memory_order_release);
-  if (held_chans_.size() == 1) held_cv_.notify_one();
+  if (held_chans_.size() == 1) held_cv_.notify_all();
 }
 
-void Engine::flush_held(bool block) {
-  if (n_held_.load(std::memory_order_acquire) == 0) return;
+// Takes the list under held_mu_ and counts it as being flushed.
+std::vector<std::shared_ptr<Channel>> Engine::take_held_locked() {
+  std::vector<std::shared_ptr<Channel>> chans;
+  chans.swap(held_chans_);
+  n_held_.store(0, std::memory_order_release);
+  urgent_ = false;
+  if (!chans.empty()) {
+    ++flushing_;
+    n_flushing_.store(flushing_, std::memory_order_release);
+  }
+  return chans;
+}
+
+void Engine::flush_list(std::vector<std::shared_ptr<Channel>>& chans) {
+  for (auto& ch : chans) {
+    std::lock_guard<std::mutex> lk(ch->mu());
+    // Its device for the launch, whichever thread flushes (a later call of
+    // the program may have another device current).
+    const int was = ch->lane().enter_for_now();
+    (void)ch->flush();  // a failure is said there, and the triggers still go
+    ch->lane().leave(was);
+  }
+  if (chans.empty()) return;
+  chans.clear();
+  std::lock_guard<std::mutex> lk(held_mu_);
+  --flushing_;
+  n_flushing_.store(flushing_, std::memory_order_release);
+  held_cv_.notify_all();
+}
+
+void Engine::flush_held() {
+  if (n_held_.load(std::memory_order_acquire) == 0 &&
+      n_flushing_.load(std::memory_order_acquire) == 0)
+    return;
   std::vector<std::shared_ptr<Channel>> chans;
   {
     std::lock_guard<std::mutex> lk(held_mu_);
-    chans.swap(held_chans_);
-    n_held_.store(0, std::memory_order_release);
+    chans = take_held_locked();
   }
-  std::vector<std::shared_ptr<Channel>> busy;
-  for (auto& ch : chans) {
-    std::unique_lock<std::mutex> lk(ch->mu(), std::defer_lock);
-    if (block) {
-      lk.lock();
-    } else if (!lk.try_lock()) {
-      busy.push_back(std::move(ch));  // its user goes on; the flusher's backstop stays
-      continue;
-    }
-    (void)ch->flush();  // a failure is said there, and the triggers still go
-  }
-  if (busy.empty()) return;
+  flush_list(chans);
+  // A list another thread took (the flusher) may still be on its way to
+  // the streams: the caller's stream may wait for what it holds.
+  std::unique_lock<std::mutex> lk(held_mu_);
+  held_cv_.wait(lk, [&] { return flushing_ == 0; });
+}
+
+void Engine::flush_soon() {
+  if (n_held_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lk(held_mu_);
-  for (auto& ch : busy) held_chans_.push_back(std::move(ch));
-  n_held_.store(static_cast<int>(held_chans_.size()), std::memory_order_release);
-  held_cv_.notify_one();
+  urgent_ = true;
+  held_cv_.notify_all();
 }
 
 void Engine::flusher() {
@@ -253,25 +286,22 @@ void Engine::flusher() {
   for (;;) {
     held_cv_.wait(lk, [&] { return flush_stop_ || !held_chans_.empty(); });
     if (flush_stop_) return;
-    // Once no pack has been held for kHoldUs: a burst goes on batching, and
-    // the program's next call usually comes first and finds nothing left.
+    // Once no pack has been held for kHoldUs (a burst goes on batching, and
+    // the program's next call usually comes first and finds nothing left),
+    // when a completion call asks, or kHoldMaxUs after the first hold.
     for (;;) {
-      const int64_t idle = now_ns() - last_hold_ns_.load(std::memory_order_relaxed);
-      if (idle >= kHoldUs * 1000) break;
-      held_cv_.wait_for(lk, std::chrono::nanoseconds(kHoldUs * 1000 - idle),
-                        [&] { return flush_stop_; });
+      const int64_t now = now_ns();
+      const int64_t idle = now - last_hold_ns_.load(std::memory_order_relaxed);
+      const int64_t age = now - first_hold_ns_;
+      if (urgent_ || held_chans_.empty() || idle >= kHoldUs * 1000 || age >= kHoldMaxUs * 1000)
+        break;
+      const int64_t wait = std::min(kHoldUs * 1000 - idle, kHoldMaxUs * 1000 - age);
+      held_cv_.wait_for(lk, std::chrono::nanoseconds(wait), [&] { return flush_stop_ || urgent_; });
       if (flush_stop_) return;
     }
-    std::vector<std::shared_ptr<Channel>> chans;
-    chans.swap(held_chans_);
-    n_held_.store(0, std::memory_order_release);
+    auto chans = take_held_locked();
     lk.unlock();
-    for (auto& ch : chans) {
-      std::lock_guard<std::mutex> cl(ch->mu());
-      ch->lane().enter();  // the stream's GPU, on this thread
-      (void)ch->flush();   // a failure is said there
-    }
-    chans.clear();
+    flush_list(chans);
     lk.lock();
   }
 }

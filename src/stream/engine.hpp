@@ -209,16 +209,21 @@ class Engine {
 
   // Channels holding sends' packs (Channel::hold_pack; call holding() after
   // a first hold, under the channel's mu()). What they hold is enqueued by
-  // the next call of the stream APIs (flush_held(true)), by Loom's
-  // completion calls (flush_held(false): channels another thread is using
-  // are left), or by a thread of its own once no pack has been held for
-  // kHoldUs, so a send held by a program that makes no further call still
-  // goes. Never from the progress thread: a launch may wait for a stream
-  // that waits for that thread.
+  // the next call of the stream APIs (flush_held(): every channel, and it
+  // returns once flushes other threads began are done too), or by a thread
+  // of its own (Engine::flusher): 50 us after the last hold, at once when
+  // Loom's completion calls ask (flush_soon()), and at the latest kHoldMaxUs
+  // after a channel's first, so a send held by a program that makes no
+  // further call still goes. Never from the progress thread: a launch may
+  // wait for a stream that waits for that thread.
   void holding(std::shared_ptr<Channel> ch);
   void held_one() { last_hold_ns_.store(clock_ns(), std::memory_order_relaxed); }
-  void flush_held(bool block);
+  void flush_held();
+  void flush_soon();
+  // LOOM_STREAM_HOLD, read once.
+  bool hold_on() const { return hold_on_; }
   static constexpr int64_t kHoldUs = 50;
+  static constexpr int64_t kHoldMaxUs = 1000;
 
   // The lane for a stream value: an emulated stream made here, or a CUDA
   // stream.
@@ -252,13 +257,20 @@ class Engine {
  private:
   void run();
   void flusher();
+  std::vector<std::shared_ptr<Channel>> take_held_locked();
+  void flush_list(std::vector<std::shared_ptr<Channel>>& chans);
   static int64_t clock_ns();
   std::mutex held_mu_;
   std::condition_variable held_cv_;
   std::vector<std::shared_ptr<Channel>> held_chans_;  // under held_mu_
   std::atomic<int> n_held_{0};                        // held_chans_.size(), read without it
   std::atomic<int64_t> last_hold_ns_{0};
+  int64_t first_hold_ns_ = 0;  // under held_mu_: when the list went non-empty
+  int flushing_ = 0;           // under held_mu_: lists taken, not yet flushed
+  std::atomic<int> n_flushing_{0};
+  bool urgent_ = false;      // under held_mu_: flush_soon() asked
   bool flush_stop_ = false;  // under held_mu_
+  bool hold_on_ = true;
   std::thread flusher_;
   // LOOM_STREAM_TRACE: a row per retired operation, written at shutdown.
   void trace(const Op& op);

@@ -365,6 +365,8 @@ Result<bool> unstage_into(Channel& ch, const Buffer& b, void* buf, Op& op,
 }
 
 Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
+  // The waits may be for held sends of this channel: those go first.
+  (void)ch.flush();  // a failure is said there
   // Early receives have no trigger: this position tells the thread that the
   // stream waits for them (a short message's tail fix, Engine::tail_ready).
   if (std::any_of(ws.begin(), ws.end(), [](const Waited& w) { return w.op->early; })) {

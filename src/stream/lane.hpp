@@ -66,6 +66,17 @@ class Lane {
   // Makes the calling thread (the progress thread) use the lane's GPU, so
   // the MPI calls it makes for the lane reach the right device.
   virtual void enter() {}
+  // The same for a while: returns what leave() restores (held sends are
+  // launched from whichever thread flushes them, in a later call).
+  virtual int enter_for_now() { return -1; }
+  virtual void leave(int /*was*/) {}
+  // Whether a send's pack may be held back and launched later, possibly
+  // from another thread (not on the per-thread default stream, which is
+  // another stream in each thread).
+  virtual bool holds() const { return true; }
+  // What pack() of m will need (a CUDA lane's device layout), made now so
+  // that a held pack's error reaches the call that enqueued it.
+  virtual Status prepare(const transport::Message& /*m*/) { return Status::ok(); }
   // The stream sets *word = value when it reaches this point (word is the
   // host address of a block from alloc()).
   virtual Status write(uint32_t* word, uint32_t value) = 0;

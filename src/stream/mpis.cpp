@@ -67,7 +67,7 @@ Engine* live(int* rc) {
   }
   // A queue's stream may share a CUDA stream with an MPIX stream, or wait
   // for a peer that waits for a held MPIX send: those go first.
-  rt->streams->flush_held(true);
+  rt->streams->flush_held();
   return rt->streams.get();
 }
 

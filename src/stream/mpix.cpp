@@ -199,7 +199,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   Engine* e = engine(comm, &rc);
   if (!e) return rc;
   // A blocking call's stream waits here: every held send goes first.
-  if (!request) e->flush_held(true);
+  if (!request) e->flush_held();
   auto ch = channel_of(*e, comm, &rc);
   if (!ch) return rc;
   if ((rc = check_peer(comm, peer, tag, !send, e->tag_ub())) != MPI_SUCCESS) return rc;
@@ -249,8 +249,9 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   // A send's trigger goes with its pack (stage_send marks it); an
   // MPIX_Isend_enqueue's pack waits for the packs of the sends after it.
   bool held = false, first = false;
+  const bool may_hold = request && e->hold_on() && ch->lane().holds();
   Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op,
-                               request ? &held : nullptr, &first)
+                               may_hold ? &held : nullptr, &first)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
   if (!s) return fail(comm, s);
   if (held && first)
@@ -289,7 +290,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
 // (wait_batch). statuses: null when ignored.
 int wait_enqueue(Engine& e, int count, MPI_Request requests[], MPI_Status* statuses) {
   stats::Scope whole(stats::kEnqueueWait);
-  e.flush_held(true);  // the stream is to wait for sends that may be held
+  e.flush_held();  // the stream is to wait for sends that may be held
   std::optional<stats::Scope> phase(std::in_place, stats::kEnqueueWaitTake);
   std::vector<std::shared_ptr<Pending>> ps(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
@@ -451,7 +452,7 @@ int MPIX_Stream_free(MPIX_Stream* stream) {
   Engine& e = *rt->streams;
   auto obj = find_stream(e, *stream);
   if (!obj) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "MPIX_Stream_free: not a live stream");
-  e.flush_held(true);
+  e.flush_held();
   if (obj->comms.load() > 0)
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER,
                       "MPIX_Stream_free: communicators still use the stream (free them first)");
@@ -474,7 +475,7 @@ int MPIX_Stream_progress(MPIX_Stream stream) {
   if (!rt || !rt->streams) return mpi::raise(MPI_COMM_WORLD, MPI_ERR_OTHER, "Loom is not active");
   if (stream != MPIX_STREAM_NULL && !find_stream(*rt->streams, stream))
     return mpi::raise(MPI_COMM_WORLD, MPI_ERR_ARG, "MPIX_Stream_progress: not a live stream");
-  rt->streams->flush_held(true);
+  rt->streams->flush_held();
   if (rt->rv) rt->rv->progress();
   return LOOM_NEXT(MPIX_Stream_progress)(MPIX_STREAM_NULL);
 }
@@ -690,7 +691,7 @@ int MPIX_Allreduce_enqueue(const void* sendbuf, void* recvbuf, int count, MPI_Da
   int rc = MPI_SUCCESS;
   Engine* e = engine(comm, &rc);
   if (!e) return rc;
-  e->flush_held(true);  // the stream waits here: every held send goes first
+  e->flush_held();  // the stream waits here: every held send goes first
   auto ch = channel_of(*e, comm, &rc);
   if (!ch) return rc;
   if (count < 0) return mpi::raise(comm, MPI_ERR_COUNT, "negative count");
@@ -802,7 +803,7 @@ int loom_stream_launch_host(void* stream, void (*fn)(void*), void* arg) {
 int loom_stream_synchronize(void* stream) {
   Runtime* rt = runtime();
   if (!rt || !rt->streams) return MPI_ERR_ARG;
-  rt->streams->flush_held(true);
+  rt->streams->flush_held();
   if (HostStream* h = rt->streams->host_stream(stream)) {
     h->synchronize();
     return MPI_SUCCESS;

@@ -102,6 +102,10 @@ namespace loom {
     "smallest enqueued message (send) or receive buffer (receive) that takes that "             \
     "protocol: below, a derived type's receive would pay more stream work (a copy from where "  \
     "the bytes lie, then an unpack) than its staging does; all ranks alike")                    \
+  X(stream_hold, "LOOM_STREAM_HOLD", "1",                                                       \
+    "an MPIX_Isend_enqueue's pack is held back to go with the packs of the sends after it as "  \
+    "one launch, at the next stream call, Loom completion call, 48 held or 50 us after the "    \
+    "last (so other work enqueued meanwhile runs before it); 0: launched at the call")          \
   X(stream_early_recv, "LOOM_STREAM_EARLY_RECV", "1",                                           \
     "enqueued device receives into staging (a type Loom reads) are posted to the MPI when "     \
     "enqueued, in call order behind any receive of the communicator still waiting for its "     \
