@@ -23,9 +23,9 @@ bool collectives_poll() {
 void progress_loom() {
   Runtime* rt = runtime();
   if (!rt) return;
-  // Sends a stream holds back (MPIX_Isend_enqueue) go now, by the thread
-  // that enqueues them (this may be a host function, which must not call
-  // CUDA): a blocking call here may wait for their peers.
+  // Sends a stream holds back (MPIX_Isend_enqueue): the thread that
+  // enqueues them is woken to send them now (not this one, which may be a
+  // CUDA host function), as a blocking call here may wait for their peers.
   if (rt->streams && !Runtime::in_stream_thread()) rt->streams->flush_soon();
   if (rt->rv) rt->rv->progress();  // returns lent segments whose acks came
   progress_schedules();            // nonblocking collectives' messages

@@ -51,13 +51,17 @@ Result<uint32_t> Channel::run_mark(const LaneJob* jobs, size_t n) {
   return seq_;
 }
 
+std::atomic<long long> Channel::held_packs_{0};
+
 Result<uint32_t> Channel::hold_pack(const transport::Message& m, const void* src, void* dst,
                                     const mpi::TypeRegistry::Entry& keep, bool* first) {
   LOOM_TRY(lane_->prepare(m));  // its errors to this call, not to a later flush
   *first = held_.empty();
   const uint32_t at = ++seq_;
   held_.push_back(Held{m, src, dst, keep});
-  if (held_.size() >= kHeldMax) LOOM_TRY(flush());
+  held_packs_.fetch_add(1, std::memory_order_relaxed);
+  // Mostly earlier sends' packs: a failure is said there, not this call's.
+  if (held_.size() >= kHeldMax) (void)flush();
   return at;
 }
 
@@ -232,23 +236,27 @@ void Engine::holding(std::shared_ptr<Channel> ch) {
 std::vector<std::shared_ptr<Channel>> Engine::take_held_locked() {
   std::vector<std::shared_ptr<Channel>> chans;
   chans.swap(held_chans_);
-  n_held_.store(0, std::memory_order_release);
   urgent_ = false;
+  // Counted as flushing before the list reads empty: flush_held's fast
+  // path reads n_held_ first, then n_flushing_.
   if (!chans.empty()) {
     ++flushing_;
-    n_flushing_.store(flushing_, std::memory_order_release);
+    n_flushing_.store(flushing_, std::memory_order_seq_cst);
   }
+  n_held_.store(0, std::memory_order_seq_cst);
   return chans;
 }
 
-void Engine::flush_list(std::vector<std::shared_ptr<Channel>>& chans) {
+void Engine::flush_list(std::vector<std::shared_ptr<Channel>>& chans, bool restore) {
   for (auto& ch : chans) {
     std::lock_guard<std::mutex> lk(ch->mu());
     // Its device for the launch, whichever thread flushes (a later call of
-    // the program may have another device current).
+    // the program may have another device current); the program's own
+    // current device back after it (not on the flusher: making device 0
+    // current there would make its context).
     const int was = ch->lane().enter_for_now();
     (void)ch->flush();  // a failure is said there, and the triggers still go
-    ch->lane().leave(was);
+    if (restore) ch->lane().leave(was);
   }
   if (chans.empty()) return;
   chans.clear();
@@ -259,15 +267,15 @@ void Engine::flush_list(std::vector<std::shared_ptr<Channel>>& chans) {
 }
 
 void Engine::flush_held() {
-  if (n_held_.load(std::memory_order_acquire) == 0 &&
-      n_flushing_.load(std::memory_order_acquire) == 0)
+  if (n_held_.load(std::memory_order_seq_cst) == 0 &&
+      n_flushing_.load(std::memory_order_seq_cst) == 0)
     return;
   std::vector<std::shared_ptr<Channel>> chans;
   {
     std::lock_guard<std::mutex> lk(held_mu_);
     chans = take_held_locked();
   }
-  flush_list(chans);
+  flush_list(chans, /*restore=*/true);
   // A list another thread took (the flusher) may still be on its way to
   // the streams: the caller's stream may wait for what it holds.
   std::unique_lock<std::mutex> lk(held_mu_);
@@ -277,6 +285,7 @@ void Engine::flush_held() {
 void Engine::flush_soon() {
   if (n_held_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard<std::mutex> lk(held_mu_);
+  if (urgent_ || held_chans_.empty()) return;  // a polling loop asks once
   urgent_ = true;
   held_cv_.notify_all();
 }
@@ -301,7 +310,7 @@ void Engine::flusher() {
     }
     auto chans = take_held_locked();
     lk.unlock();
-    flush_list(chans);
+    flush_list(chans, /*restore=*/false);
     lk.lock();
   }
 }

@@ -63,6 +63,8 @@ class Channel {
   // call it first where it may wait for a held send.
   Status flush();
   bool holding() const { return !held_.empty(); }
+  // Packs held so far, every channel (loom_stream_held_sends).
+  static std::atomic<long long> held_packs_;
   // A free release word (waits for one when all are taken, after
   // enqueuing what is held). Call under mu().
   Slot take();
@@ -209,11 +211,12 @@ class Engine {
 
   // Channels holding sends' packs (Channel::hold_pack; call holding() after
   // a first hold, under the channel's mu()). What they hold is enqueued by
-  // the next call of the stream APIs (flush_held(): every channel, and it
-  // returns once flushes other threads began are done too), or by a thread
-  // of its own (Engine::flusher): 50 us after the last hold, at once when
-  // Loom's completion calls ask (flush_soon()), and at the latest kHoldMaxUs
-  // after a channel's first, so a send held by a program that makes no
+  // the next call of the stream APIs that enqueues, waits or frees
+  // (flush_held(): every channel, and it returns once flushes other threads
+  // began are done too), or by a thread of its own (Engine::flusher): 50 us
+  // after the last hold, at once when Loom's completion calls ask
+  // (flush_soon()), and at the latest kHoldMaxUs after the list of holding
+  // channels was last empty, so a send held by a program that makes no
   // further call still goes. Never from the progress thread: a launch may
   // wait for a stream that waits for that thread.
   void holding(std::shared_ptr<Channel> ch);
@@ -258,7 +261,7 @@ class Engine {
   void run();
   void flusher();
   std::vector<std::shared_ptr<Channel>> take_held_locked();
-  void flush_list(std::vector<std::shared_ptr<Channel>>& chans);
+  void flush_list(std::vector<std::shared_ptr<Channel>>& chans, bool restore);
   static int64_t clock_ns();
   std::mutex held_mu_;
   std::condition_variable held_cv_;

@@ -839,4 +839,10 @@ int loom_stream_early_receives(long long* count) {
   return MPI_SUCCESS;
 }
 
+int loom_stream_held_sends(long long* count) {
+  if (!count) return MPI_ERR_ARG;
+  *count = Channel::held_packs_.load();
+  return MPI_SUCCESS;
+}
+
 }  // extern "C"

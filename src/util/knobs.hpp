@@ -104,8 +104,9 @@ namespace loom {
     "the bytes lie, then an unpack) than its staging does; all ranks alike")                    \
   X(stream_hold, "LOOM_STREAM_HOLD", "1",                                                       \
     "an MPIX_Isend_enqueue's pack is held back to go with the packs of the sends after it as "  \
-    "one launch, at the next stream call, Loom completion call, 48 held or 50 us after the "    \
-    "last (so other work enqueued meanwhile runs before it); 0: launched at the call")          \
+    "one launch, at the next stream call that enqueues, waits or frees, 48 held, or from a "    \
+    "thread of Loom's 50 us after the last, when a completion call wakes it, and at most 1 ms " \
+    "after the first (other work enqueued meanwhile runs before it); 0: launched at the call")  \
   X(stream_early_recv, "LOOM_STREAM_EARLY_RECV", "1",                                           \
     "enqueued device receives into staging (a type Loom reads) are posted to the MPI when "     \
     "enqueued, in call order behind any receive of the communicator still waiting for its "     \

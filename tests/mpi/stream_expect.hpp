@@ -50,4 +50,16 @@ inline void check_early(long long before) {
                 "receives posted when enqueued");
 }
 
+// LOOM_TEST_EXPECT_HELD: enqueued sends' packs are held back to launch
+// together (LOOM_STREAM_HOLD).
+inline long long held_sends() {
+  long long n = -1;
+  EXPECT_EQ(loom_stream_held_sends(&n), MPI_SUCCESS);
+  return n;
+}
+
+inline void check_held(long long before) {
+  check_counter("LOOM_TEST_EXPECT_HELD", held_sends(), before, "sends' packs held back");
+}
+
 }  // namespace loom::test

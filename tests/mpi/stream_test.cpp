@@ -306,12 +306,13 @@ TEST_F(Stream, HeldSendsKeepCallOrder) {
   MPI_Datatype t;
   MPI_Type_vector(6, 1, 3, MPI_INT, &t);
   MPI_Type_commit(&t);
-  const int n = 60, blocking_at = 25;  // past Channel::kHeldMax (48) in one burst
+  const int n = 60, blocking_at = 55;  // past Channel::kHeldMax (48) in one burst
   std::vector<Buffer> bufs;
   for (int i = 0; i < n; ++i) bufs.emplace_back(t, 1, 0);
   const std::vector<Buffer> initial = bufs;
   std::vector<MPI_Request> reqs(n, MPI_REQUEST_NULL);
   if (me % 2 == 0) {
+    const long long held_before = held_sends();
     for (int i = 0; i < n; ++i) {
       on_stream(s_, [&bufs, i] { fill(bufs[i], 200u + i); });
       if (i == blocking_at)
@@ -322,6 +323,7 @@ TEST_F(Stream, HeldSendsKeepCallOrder) {
     }
     ASSERT_EQ(MPIX_Waitall_enqueue(n, reqs.data(), MPI_STATUSES_IGNORE), MPI_SUCCESS);
     sync();
+    check_held(held_before);
   } else {
     for (int i = 0; i < n; ++i)
       ASSERT_EQ(MPIX_Irecv_enqueue(bufs[i].origin(), 1, t, peer, 9, comm_, &reqs[i]), MPI_SUCCESS);
