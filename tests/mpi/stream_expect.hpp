@@ -24,13 +24,18 @@ inline void check_counter(const char* env, long long now, long long before, cons
     EXPECT_EQ(now, before) << "enqueued operations, where none should: " << what;
 }
 
+// One of the engine's counters (loom_stream_*(long long*)).
+inline long long read_counter(int (*counter)(long long*)) {
+  long long n = -1;
+  EXPECT_EQ(counter(&n), MPI_SUCCESS);
+  return n;
+}
+
 // LOOM_TEST_EXPECT_LENT (the device method on): enqueued device messages go
 // by its protocol (an arena lent on the stream, copied by the receiver's
 // stream).
 inline long long lent_messages() {
-  long long n = -1;
-  EXPECT_EQ(loom_stream_lent_messages(&n), MPI_SUCCESS);
-  return n;
+  return read_counter(loom_stream_lent_messages);
 }
 
 inline void check_lent(long long before) {
@@ -40,9 +45,7 @@ inline void check_lent(long long before) {
 // LOOM_TEST_EXPECT_EARLY: enqueued device receives are posted when enqueued
 // (LOOM_STREAM_EARLY_RECV).
 inline long long early_receives() {
-  long long n = -1;
-  EXPECT_EQ(loom_stream_early_receives(&n), MPI_SUCCESS);
-  return n;
+  return read_counter(loom_stream_early_receives);
 }
 
 inline void check_early(long long before) {
@@ -53,9 +56,7 @@ inline void check_early(long long before) {
 // LOOM_TEST_EXPECT_HELD: enqueued sends' packs are held back to launch
 // together (LOOM_STREAM_HOLD).
 inline long long held_sends() {
-  long long n = -1;
-  EXPECT_EQ(loom_stream_held_sends(&n), MPI_SUCCESS);
-  return n;
+  return read_counter(loom_stream_held_sends);
 }
 
 inline void check_held(long long before) {
