@@ -163,7 +163,6 @@ void Engine::shutdown() {
   for (Incoming* n = drain(); n;) {  // handed over after the thread ended
     if (n->op)
       LOOM_WARN(kMpi, "finalize: an enqueued operation was handed over after the engine stopped");
-    if (n->free != MPI_REQUEST_NULL) LOOM_NEXT(MPI_Request_free)(&n->free);
     for (MPI_Request& r : n->frees) LOOM_NEXT(MPI_Request_free)(&r);
     Incoming* next = n->next;
     delete n;
@@ -189,16 +188,12 @@ void Engine::submit(std::shared_ptr<Op> op) {
     if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
     started_.store(true, std::memory_order_release);
   }
-  push(new Incoming{std::move(op), MPI_REQUEST_NULL, nullptr, {}, {}});
-}
-
-void Engine::free_later(MPI_Request r) {
-  push(new Incoming{nullptr, r, nullptr, {}, {}});
+  push(new Incoming{std::move(op), nullptr, {}, {}});
 }
 
 void Engine::later(std::vector<MPI_Request> frees, std::vector<std::shared_ptr<void>> drops) {
   if (frees.empty() && drops.empty()) return;
-  push(new Incoming{nullptr, MPI_REQUEST_NULL, nullptr, std::move(frees), std::move(drops)});
+  push(new Incoming{nullptr, nullptr, std::move(frees), std::move(drops)});
 }
 
 // Lock-free: the thread polls the inbox without a lock, so an enqueue call
@@ -218,8 +213,8 @@ void Engine::push(Incoming* n) {
   }
 }
 
-int64_t Engine::clock_ns() {
-  return now_ns();
+void Engine::held_one() {
+  last_hold_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
 void Engine::holding(std::shared_ptr<Channel> ch) {
@@ -238,10 +233,9 @@ std::vector<std::shared_ptr<Channel>> Engine::take_held_locked() {
   chans.swap(held_chans_);
   urgent_ = false;
   // Counted as flushing before the list reads empty: flush_held's fast
-  // path reads n_held_ first, then n_flushing_.
+  // path reads n_held_ first, then flushing_.
   if (!chans.empty()) {
-    ++flushing_;
-    n_flushing_.store(flushing_, std::memory_order_seq_cst);
+    flushing_.fetch_add(1, std::memory_order_seq_cst);
   }
   n_held_.store(0, std::memory_order_seq_cst);
   return chans;
@@ -261,14 +255,13 @@ void Engine::flush_list(std::vector<std::shared_ptr<Channel>>& chans, bool resto
   if (chans.empty()) return;
   chans.clear();
   std::lock_guard<std::mutex> lk(held_mu_);
-  --flushing_;
-  n_flushing_.store(flushing_, std::memory_order_release);
+  flushing_.fetch_sub(1, std::memory_order_release);
   held_cv_.notify_all();
 }
 
 void Engine::flush_held() {
   if (n_held_.load(std::memory_order_seq_cst) == 0 &&
-      n_flushing_.load(std::memory_order_seq_cst) == 0)
+      flushing_.load(std::memory_order_seq_cst) == 0)
     return;
   std::vector<std::shared_ptr<Channel>> chans;
   {
@@ -279,7 +272,7 @@ void Engine::flush_held() {
   // A list another thread took (the flusher) may still be on its way to
   // the streams: the caller's stream may wait for what it holds.
   std::unique_lock<std::mutex> lk(held_mu_);
-  held_cv_.wait(lk, [&] { return flushing_ == 0; });
+  held_cv_.wait(lk, [&] { return flushing_.load() == 0; });
 }
 
 void Engine::flush_soon() {
@@ -528,10 +521,7 @@ void Engine::run() {
     }
     if (inbox_.load(std::memory_order_relaxed)) {
       for (Incoming* n = drain(); n;) {
-        if (n->op)
-          waiting.push_back(std::move(n->op));
-        else if (n->free != MPI_REQUEST_NULL)
-          gone.push_back(n->free);
+        if (n->op) waiting.push_back(std::move(n->op));
         gone.insert(gone.end(), n->frees.begin(), n->frees.end());
         Incoming* next = n->next;
         delete n;  // and what it drops

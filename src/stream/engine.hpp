@@ -201,12 +201,11 @@ class Engine {
 
   // Hands an operation to the progress thread (it was enqueued on its lane).
   void submit(std::shared_ptr<Op> op);
-  // A completed generalized request the thread frees (the application
-  // thread's MPI calls wait for the MPI's lock while the thread tests).
-  void free_later(MPI_Request r);
-  // The same for many, with objects whose last reference the thread drops
-  // (an enqueued wait's requests: their operations' staging goes back to
-  // its pool there, off the application thread).
+  // Completed generalized requests the thread frees (the application
+  // thread's MPI calls wait for the MPI's lock while the thread tests), and
+  // objects whose last reference it drops (an enqueued wait's requests:
+  // their operations' staging goes back to its pool there, off the
+  // application thread).
   void later(std::vector<MPI_Request> frees, std::vector<std::shared_ptr<void>> drops);
 
   // Channels holding sends' packs (Channel::hold_pack; call holding() after
@@ -220,7 +219,7 @@ class Engine {
   // further call still goes. Never from the progress thread: a launch may
   // wait for a stream that waits for that thread.
   void holding(std::shared_ptr<Channel> ch);
-  void held_one() { last_hold_ns_.store(clock_ns(), std::memory_order_relaxed); }
+  void held_one();
   void flush_held();
   void flush_soon();
   // LOOM_STREAM_HOLD, read once.
@@ -262,17 +261,15 @@ class Engine {
   void flusher();
   std::vector<std::shared_ptr<Channel>> take_held_locked();
   void flush_list(std::vector<std::shared_ptr<Channel>>& chans, bool restore);
-  static int64_t clock_ns();
   std::mutex held_mu_;
   std::condition_variable held_cv_;
   std::vector<std::shared_ptr<Channel>> held_chans_;  // under held_mu_
   std::atomic<int> n_held_{0};                        // held_chans_.size(), read without it
   std::atomic<int64_t> last_hold_ns_{0};
-  int64_t first_hold_ns_ = 0;  // under held_mu_: when the list went non-empty
-  int flushing_ = 0;           // under held_mu_: lists taken, not yet flushed
-  std::atomic<int> n_flushing_{0};
-  bool urgent_ = false;      // under held_mu_: flush_soon() asked
-  bool flush_stop_ = false;  // under held_mu_
+  int64_t first_hold_ns_ = 0;     // under held_mu_: when the list went non-empty
+  std::atomic<int> flushing_{0};  // lists taken, not yet flushed (changed under held_mu_)
+  bool urgent_ = false;           // under held_mu_: flush_soon() asked
+  bool flush_stop_ = false;       // under held_mu_
   bool hold_on_ = true;
   std::thread flusher_;
   // LOOM_STREAM_TRACE: a row per retired operation, written at shutdown.
@@ -298,7 +295,6 @@ class Engine {
   // to sleep when it has nothing to do.
   struct Incoming {
     std::shared_ptr<Op> op;
-    MPI_Request free = MPI_REQUEST_NULL;
     Incoming* next = nullptr;
     std::vector<MPI_Request> frees;
     std::vector<std::shared_ptr<void>> drops;
