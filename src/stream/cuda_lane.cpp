@@ -128,11 +128,15 @@ class CudaLane final : public Lane {
     }
     return cuda_status(cudaLaunchHostFunc(s_, host_write, new WaitArgs{word, value}), "flag");
   }
-  Status wait(uint32_t* word, uint32_t value) override {
+  Status wait(uint32_t* word, uint32_t value, Writer by) override {
     Shared& sh = shared();
     if (sh.wait32) {
       uint32_t* dev = nullptr;
       LOOM_TRY(word_address(word, &dev));
+      if (by == Writer::kThread) {  // the polling kernel (Writer says why)
+        const uint32_t* d = dev;
+        return pack::gpu_wait_many(&d, &value, 1, s_);
+      }
       if (sh.wait32(reinterpret_cast<CUstream>(s_), reinterpret_cast<CUdeviceptr>(dev), value,
                     CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS)
         return Status::ok();
@@ -210,8 +214,8 @@ class CudaLane final : public Lane {
     for (size_t i = 0; i < n; ++i) LOOM_TRY(word_address(words[i], &dev[i]));
     return pack::gpu_signal_many(dev.data(), values, n, s_);
   }
-  Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n) override {
-    if (n <= 1 || !shared().wait32) return Lane::wait_many(words, values, n);
+  Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n, Writer by) override {
+    if (n <= 1 || !shared().wait32) return Lane::wait_many(words, values, n, by);
     std::vector<const uint32_t*> dev(n);
     for (size_t i = 0; i < n; ++i) {
       uint32_t* d = nullptr;

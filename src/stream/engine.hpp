@@ -68,7 +68,7 @@ class Channel {
   // A free release word (waits for one when all are taken, after
   // enqueuing what is held). Call under mu().
   Slot take();
-  Status wait(const Slot& s) { return lane_->wait(word(s.index), s.value); }
+  Status wait(const Slot& s) { return lane_->wait(word(s.index), s.value, Writer::kThread); }
   // The word a wait on s reads (host address), and whether the progress
   // thread has released s already (a wait on it would pass at once).
   uint32_t* word_of(const Slot& s) { return word(s.index); }

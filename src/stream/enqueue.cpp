@@ -384,7 +384,8 @@ Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
       words.push_back(ch.word_of(w.op->slot));
       values.push_back(w.op->slot.value);
     }
-  if (!words.empty()) LOOM_TRY(ch.lane().wait_many(words.data(), values.data(), words.size()));
+  if (!words.empty())
+    LOOM_TRY(ch.lane().wait_many(words.data(), values.data(), words.size(), Writer::kThread));
   phase.emplace(stats::kEnqueueUnpacks);
   std::vector<LaneJob> jobs;
   std::vector<Op*> moved;

@@ -69,8 +69,8 @@ Status Lane::write_many(uint32_t* const* words, const uint32_t* values, size_t n
   return Status::ok();
 }
 
-Status Lane::wait_many(uint32_t* const* words, const uint32_t* values, size_t n) {
-  for (size_t i = 0; i < n; ++i) LOOM_TRY(wait(words[i], values[i]));
+Status Lane::wait_many(uint32_t* const* words, const uint32_t* values, size_t n, Writer by) {
+  for (size_t i = 0; i < n; ++i) LOOM_TRY(wait(words[i], values[i], by));
   return Status::ok();
 }
 
@@ -93,7 +93,7 @@ class HostLane final : public Lane {
     });
     return Status::ok();
   }
-  Status wait(uint32_t* word, uint32_t value) override {
+  Status wait(uint32_t* word, uint32_t value, Writer /*by*/) override {
     s_->push([word, value] { wait_word(word, value); });
     return Status::ok();
   }

@@ -3,11 +3,12 @@
 // without a GPU and for CI). The engine writes every enqueued operation as
 // lane work (pack, unpack, copies) and two kinds of flag operations: the
 // stream writes a word when it reaches a point, and waits on a word the
-// progress thread writes. On a CUDA stream these are stream memory
-// operations on mapped pinned words (cuStreamWriteValue32 and
-// cuStreamWaitValue32), so the stream goes on with no host thread in its
-// path; where the driver lacks them, host functions stand in (they touch
-// only host words, never a CUDA API). MPI-free.
+// progress thread (or another stream) writes. On a CUDA stream these are
+// stream memory operations on mapped pinned words (cuStreamWriteValue32 and
+// cuStreamWaitValue32; a polling kernel for waits on a thread's words,
+// Writer below), so the stream goes on with no host thread in its path;
+// where the driver lacks them, host functions stand in (they touch only
+// host words, never a CUDA API). MPI-free.
 #pragma once
 
 #include <atomic>
@@ -51,6 +52,14 @@ struct Landed {
 // One pack (user -> packed) or unpack (packed -> user) of a batch; with
 // `from`, a transfer: src is a buffer in layout `from`, dst one in layout m
 // (CUDA lanes only, where cuda_transfer_possible says so).
+// Who writes a word a stream waits for. On an H200 under MPS a stream
+// memory operation (cuStreamWaitValue32) that finds its word short is
+// woken late when a host thread writes it: the MPIX ping-pong ran 5-14 us
+// a round trip faster with the polling wait kernel there, while the MPIS
+// pairs' single waits, on words other streams write, ran 7-13 us slower
+// with it (docs/results/stream-h200-waits.md).
+enum class Writer { kThread, kStream };
+
 struct LaneJob {
   const transport::Message* m = nullptr;
   const void* src = nullptr;
@@ -80,8 +89,8 @@ class Lane {
   // The stream sets *word = value when it reaches this point (word is the
   // host address of a block from alloc()).
   virtual Status write(uint32_t* word, uint32_t value) = 0;
-  // The stream waits here until reached(*word, value).
-  virtual Status wait(uint32_t* word, uint32_t value) = 0;
+  // The stream waits here until reached(*word, value); `by` writes the word.
+  virtual Status wait(uint32_t* word, uint32_t value, Writer by) = 0;
   // Packs m from `user` into `packed` (a block's bytes, host address), and
   // the reverse; ordered on the stream.
   virtual Status pack(const transport::Message& m, const void* user, void* packed) = 0;
@@ -101,7 +110,7 @@ class Lane {
   // kernel where the lane can.
   virtual Status run_many_write(const LaneJob* jobs, size_t n, uint32_t* word, uint32_t value);
   virtual Status write_many(uint32_t* const* words, const uint32_t* values, size_t n);
-  virtual Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n);
+  virtual Status wait_many(uint32_t* const* words, const uint32_t* values, size_t n, Writer by);
   virtual Status launch_host(void (*fn)(void*), void* arg) = 0;
   virtual Status synchronize() = 0;
   // Mapped memory for words and staging (not zeroed).

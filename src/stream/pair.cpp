@@ -217,7 +217,7 @@ struct Words {
     if (!landed(w, v)) add(w, v);
   }
   Status wait_on(Lane& lane) const {
-    return lane.wait_many(word.data(), value.data(), word.size());
+    return lane.wait_many(word.data(), value.data(), word.size(), Writer::kStream);
   }
   Status write_on(Lane& lane) const {
     return lane.write_many(word.data(), value.data(), word.size());
