@@ -9,6 +9,8 @@
 namespace loom::pack {
 namespace {
 
+thread_local bool t_no_gpu_waits = false;
+
 const char* kind_name(Pool::Kind k) {
   return k == Pool::Kind::kDevice ? "device" : "mapped host";
 }
@@ -45,6 +47,14 @@ size_t Pool::class_size(size_t bytes, size_t min_class) {
   return (c + step - 1) / step * step;
 }
 
+void forbid_gpu_waits_on_this_thread() {
+  t_no_gpu_waits = true;
+}
+
+bool gpu_waits_forbidden() {
+  return t_no_gpu_waits;
+}
+
 Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(opt) {
   if (cudaGetDevice(&device_) != cudaSuccess) (void)cudaGetLastError();
 }
@@ -76,7 +86,12 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
   return Status::ok();
 }
 
+// Called under mu_ (or from the destructor).
 void Pool::free_block(const PoolBlock& b) {
+  if (t_no_gpu_waits) {  // the next call from another thread frees it
+    kept_.push_back(b);
+    return;
+  }
   cudaError_t e;
   if (kind_ == Kind::kDevice) {
     DeviceGuard g(device_);
@@ -87,7 +102,18 @@ void Pool::free_block(const PoolBlock& b) {
   if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
 }
 
+void Pool::free_kept() {
+  if (t_no_gpu_waits) return;
+  std::vector<PoolBlock> go;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    go.swap(kept_);
+  }
+  for (const PoolBlock& b : go) free_block(b);
+}
+
 Result<PoolBlock> Pool::acquire(size_t bytes) {
+  free_kept();
   const size_t cls = class_size(bytes == 0 ? 1 : bytes, opt_.min_class);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -147,6 +173,7 @@ void Pool::put_back_locked(const PoolBlock& b) {
 
 void Pool::release(const PoolBlock& b) {
   if (!b.ptr) return;
+  free_kept();
   std::lock_guard<std::mutex> lk(mu_);
   auto it = used_.find(b.ptr);
   if (it == used_.end()) {
@@ -225,12 +252,23 @@ void Pool::release_all() {
   for (cudaEvent_t ev : events_)
     if (cudaEventDestroy(ev) != cudaSuccess) (void)cudaGetLastError();
   events_.clear();
+  // At finalize every thread is done: free what any of them kept back.
+  const bool was = t_no_gpu_waits;
+  t_no_gpu_waits = false;
+  for (const PoolBlock& b : kept_) free_block(b);
+  kept_.clear();
+  t_no_gpu_waits = was;
 }
 
 size_t Pool::bytes_in_use() const {
   std::lock_guard<std::mutex> lk(mu_);
   const_cast<Pool*>(this)->poll_locked();
   return in_use_;
+}
+
+size_t Pool::blocks_to_free() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return kept_.size();
 }
 
 size_t Pool::bytes_cached() const {

@@ -8,6 +8,9 @@
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
+#if LOOM_HAVE_CUDA
+#include "pack/pools.hpp"
+#endif
 #include "stream/enqueue.hpp"
 #include "stream/pair.hpp"
 #include "util/knobs.hpp"
@@ -504,6 +507,9 @@ void Engine::finish(Op& op) {
 
 void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
+#if LOOM_HAVE_CUDA
+  pack::forbid_gpu_waits_on_this_thread();  // streams wait for this thread: it frees no GPU memory
+#endif
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   std::vector<MPI_Comm> held;
   std::vector<MPI_Request> gone;  // completed requests to free

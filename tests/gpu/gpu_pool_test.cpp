@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -156,6 +158,62 @@ TEST(GpuPools, FailureIsAnErrorNotACrash) {
   PinnedPool hpool;
   auto hhuge = hpool.acquire(size_t{1} << 50);
   EXPECT_FALSE(hhuge.is_ok());
+}
+
+// A thread a stream waits for (Loom's stream progress thread) frees nothing:
+// cudaFree / cudaFreeHost may wait for the device, which here waits for a
+// word that thread writes only after its release. The block over the cache
+// cap is kept back, and the next call from another thread frees it.
+void release_while_a_stream_waits(Pool::Kind kind) {
+  PoolOptions opt;
+  opt.max_cached = size_t{1} << 20;
+  Pool pool(kind, opt);
+  auto big = pool.acquire(size_t{4} << 20);  // over the cap: freed, not cached, when released
+  ASSERT_TRUE(big.is_ok()) << big.status().message();
+  PinnedPool words;
+  auto w = words.acquire(64);
+  ASSERT_TRUE(w.is_ok()) << w.status().message();
+  auto* word = static_cast<std::atomic<uint32_t>*>(w.value().ptr);
+  word->store(0);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const uint32_t* dev = static_cast<const uint32_t*>(w.value().dev);
+  const uint32_t one = 1;
+  ASSERT_TRUE(gpu_wait_many(&dev, &one, 1, s).is_ok());  // the stream waits for the thread
+  std::atomic<bool> returned{false};
+  std::thread t([&] {
+    forbid_gpu_waits_on_this_thread();
+    pool.release(big.value());
+    returned = true;
+    word->store(1);  // the stream goes on
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!returned && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool ok = returned.load();
+  if (!ok) word->store(1);  // the release blocked: let the stream end the wait for it
+  t.join();
+  ASSERT_TRUE(ok) << "a release on a thread a stream waits for waited for the stream";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(pool.blocks_to_free(), 1u);
+  EXPECT_EQ(pool.bytes_in_use(), 0u);
+  EXPECT_EQ(pool.bytes_cached(), 0u);
+  auto again = pool.acquire(4096);  // this thread may free: what was kept goes now
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(pool.blocks_to_free(), 0u);
+  pool.release(again.value());
+  words.release(w.value());
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+TEST(GpuPools, AThreadAStreamWaitsForFreesNoPinnedMemory) {
+  SKIP_WITHOUT_GPU();
+  release_while_a_stream_waits(Pool::Kind::kMappedHost);
+}
+
+TEST(GpuPools, AThreadAStreamWaitsForFreesNoDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  release_while_a_stream_waits(Pool::Kind::kDevice);
 }
 
 TEST(GpuPools, ReleaseAllFreesOutstanding) {

@@ -1,0 +1,57 @@
+// Which CUDA memory calls wait for the device: a kernel polls a word of
+// mapped host memory that a watchdog thread sets after 2 s; each call's host
+// time says whether it returned at once or only once the kernel could end.
+// A thread that a stream waits for (Loom's stream progress thread) must not
+// make the calls that wait (src/pack/pools.hpp).
+//   nvcc -O2 -arch=sm_90 -std=c++17 scripts/probes/alloc_while_waiting.cu -o alloc_while_waiting &&
+//   ./alloc_while_waiting
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+__global__ void poll(const volatile unsigned* w) {
+  while (*w == 0) __nanosleep(1000);
+}
+
+int main() {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  unsigned* word = nullptr;
+  cudaHostAlloc(&word, 64, cudaHostAllocMapped);
+  unsigned* dword = nullptr;
+  cudaHostGetDevicePointer(reinterpret_cast<void**>(&dword), word, 0);
+  void* d = nullptr;
+  void* h = nullptr;
+  cudaMalloc(&d, 64 << 20);
+  cudaHostAlloc(&h, 64 << 20, cudaHostAllocMapped);
+  const std::pair<const char*, std::function<void()>> calls[] = {
+      {"cudaMalloc 64 MiB", [] { void* p; cudaMalloc(&p, 64 << 20); }},
+      {"cudaHostAlloc 64 MiB", [] { void* p; cudaHostAlloc(&p, 64 << 20, cudaHostAllocMapped); }},
+      {"cudaFree", [&] { cudaFree(d); }},
+      {"cudaFreeHost", [&] { cudaFreeHost(h); }},
+  };
+  for (const auto& [name, call] : calls) {
+    *reinterpret_cast<volatile unsigned*>(word) = 0;
+    poll<<<1, 1, 0, s>>>(dword);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the kernel runs
+    std::atomic<bool> stop{false};
+    std::thread dog([&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (!stop && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      *reinterpret_cast<volatile unsigned*>(word) = 1;
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    stop = true;
+    dog.join();
+    cudaStreamSynchronize(s);
+    std::printf("%-22s while a kernel waits for the host: %8.1f ms (%s)\n", name, ms,
+                ms > 1500 ? "waited for the kernel" : "returned at once");
+  }
+  return 0;
+}
