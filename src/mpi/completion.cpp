@@ -50,7 +50,7 @@ bool polling(RequestTable* t) {
 }
 
 // Open MPI 4.1 under MPI_THREAD_MULTIPLE: the soak (4 ranks x 8 threads,
-// under load) died in 6 of 24 runs inside ompi_request_default_wait_any, or
+// under load) died in 5 of 24 runs inside ompi_request_default_wait_any, or
 // with a mutex of Loom's found corrupted right after an MPI_Waitany. That
 // code hangs a synchronisation object of the caller's stack on every
 // pending request, and races there are reported (open-mpi/ompi#6004,
