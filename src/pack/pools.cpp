@@ -5,6 +5,7 @@
 
 #include "pack/cuda/check.hpp"
 #include "util/log.hpp"
+#include "util/reaper.hpp"
 
 namespace loom::pack {
 namespace {
@@ -51,8 +52,21 @@ void forbid_gpu_waits_on_this_thread() {
   t_no_gpu_waits = true;
 }
 
-bool gpu_waits_forbidden() {
-  return t_no_gpu_waits;
+namespace {
+// Never destroyed: its thread may be inside cudaFree at exit, and what is
+// still queued then goes with the process.
+Reaper& reaper() {
+  static Reaper* r = new Reaper;
+  return *r;
+}
+}  // namespace
+
+size_t Pool::frees_pending() {
+  return reaper().pending();
+}
+
+void Pool::drain_frees() {
+  reaper().drain();
 }
 
 Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(opt) {
@@ -86,34 +100,30 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
   return Status::ok();
 }
 
-// Called under mu_ (or from the destructor).
-void Pool::free_block(const PoolBlock& b) {
-  if (t_no_gpu_waits) {  // the next call from another thread frees it
-    kept_.push_back(b);
-    return;
-  }
+namespace {
+void free_now(Pool::Kind kind, int device, const PoolBlock& b) {
   cudaError_t e;
-  if (kind_ == Kind::kDevice) {
-    DeviceGuard g(device_);
+  if (kind == Pool::Kind::kDevice) {
+    DeviceGuard g(device);
     e = cudaFree(b.ptr);
   } else {
     e = cudaFreeHost(b.ptr);
   }
   if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
 }
+}  // namespace
 
-void Pool::free_kept() {
-  if (t_no_gpu_waits) return;
-  std::vector<PoolBlock> go;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    go.swap(kept_);
-  }
-  for (const PoolBlock& b : go) free_block(b);
+void Pool::free_block(const PoolBlock& b) {
+  free_now(kind_, device_, b);
+}
+
+void Pool::free_later(const PoolBlock& b) {
+  const Kind kind = kind_;
+  const int device = device_;
+  reaper().push([kind, device, b] { free_now(kind, device, b); });
 }
 
 Result<PoolBlock> Pool::acquire(size_t bytes) {
-  free_kept();
   const size_t cls = class_size(bytes == 0 ? 1 : bytes, opt_.min_class);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -131,7 +141,8 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
   // Allocate outside the lock: cudaMalloc / cudaHostAlloc may take milliseconds.
   PoolBlock b;
   Status st = allocate(cls, &b);
-  if (!st) {
+  if (!st && !t_no_gpu_waits) {  // freeing the cache waits for the device
+    reaper().drain();            // blocks given up earlier, first
     {
       std::lock_guard<std::mutex> lk(mu_);
       trim_locked();
@@ -153,7 +164,7 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
 
 void Pool::put_back_locked(const PoolBlock& b) {
   if (b.size != class_size(b.size, opt_.min_class) || b.size > opt_.max_cached) {
-    free_block(b);
+    free_later(b);
     return;
   }
   // Over the cap, idle blocks of the largest classes go first: freeing the
@@ -165,7 +176,7 @@ void Pool::put_back_locked(const PoolBlock& b) {
     largest->second.pop_back();
     if (largest->second.empty()) free_.erase(largest);
     cached_ -= victim.size;
-    free_block(victim);
+    free_later(victim);
   }
   free_[b.size].push_back(b);
   cached_ += b.size;
@@ -173,7 +184,6 @@ void Pool::put_back_locked(const PoolBlock& b) {
 
 void Pool::release(const PoolBlock& b) {
   if (!b.ptr) return;
-  free_kept();
   std::lock_guard<std::mutex> lk(mu_);
   auto it = used_.find(b.ptr);
   if (it == used_.end()) {
@@ -252,23 +262,13 @@ void Pool::release_all() {
   for (cudaEvent_t ev : events_)
     if (cudaEventDestroy(ev) != cudaSuccess) (void)cudaGetLastError();
   events_.clear();
-  // At finalize every thread is done: free what any of them kept back.
-  const bool was = t_no_gpu_waits;
-  t_no_gpu_waits = false;
-  for (const PoolBlock& b : kept_) free_block(b);
-  kept_.clear();
-  t_no_gpu_waits = was;
+  if (!t_no_gpu_waits) reaper().drain();  // what was given up earlier is freed too
 }
 
 size_t Pool::bytes_in_use() const {
   std::lock_guard<std::mutex> lk(mu_);
   const_cast<Pool*>(this)->poll_locked();
   return in_use_;
-}
-
-size_t Pool::blocks_to_free() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return kept_.size();
 }
 
 size_t Pool::bytes_cached() const {

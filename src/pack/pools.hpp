@@ -8,11 +8,12 @@
 // Err::kNoMemory and logs (LOOM_WARN, subsystem pack): the caller then falls
 // back to the host engine.
 //
-// A thread that a GPU stream may wait for (Loom's stream progress thread)
-// must never wait for the device itself: cudaFree and cudaFreeHost may, and
-// the stream would then wait for the thread that waits for it. A pool keeps
-// the blocks it would free there and frees them in its next call from
-// another thread.
+// Blocks a pool gives up (over its cache cap, or of no size class) are
+// freed by a thread of their own (util/reaper.hpp): cudaFree and
+// cudaFreeHost wait until the device is idle (docs/results/cuda-frees-h200.md),
+// and the thread that releases a block may be one a GPU stream waits for
+// (Loom's stream progress thread), or an application thread inside an MPI
+// call that another rank's stream waits for.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,10 +35,10 @@ struct PoolBlock {
   explicit operator bool() const { return ptr != nullptr; }
 };
 
-// Marks the calling thread as one a stream may wait for: pools free nothing
-// here (see above). For the life of the thread.
+// Marks the calling thread as one a stream may wait for, for its life: an
+// allocation that fails there is not retried after freeing the cache
+// (which would wait for the device).
 void forbid_gpu_waits_on_this_thread();
-bool gpu_waits_forbidden();
 
 struct PoolOptions {
   size_t min_class = 4096;              // smallest buffer handed out
@@ -63,9 +64,11 @@ class Pool {
   // still in use are freed too (and reported), as at finalize nothing may use them.
   void release_all();
 
-  size_t bytes_in_use() const;    // handed out, including release_after blocks not yet reached
-  size_t bytes_cached() const;    // held for reuse
-  size_t blocks_to_free() const;  // kept back by a thread that may not free them
+  size_t bytes_in_use() const;  // handed out, including release_after blocks not yet reached
+  size_t bytes_cached() const;  // held for reuse
+  // Blocks given up and not yet freed, all pools; waiting until they are.
+  static size_t frees_pending();
+  static void drain_frees();
   Kind kind() const { return kind_; }
 
   // Size class of a request: four classes per power of two (<= 25% slack).
@@ -81,8 +84,8 @@ class Pool {
   void free_block(const PoolBlock& b);
   void put_back_locked(const PoolBlock& b);  // into a free list, or freed past max_cached
   void poll_locked();                        // pending blocks whose event completed
-  void trim_locked();                        // frees every cached block
-  void free_kept();                          // frees what such a thread kept, unless on one
+  void trim_locked();                        // frees every cached block, now
+  void free_later(const PoolBlock& b);       // by the reaper thread
 
   const Kind kind_;
   const PoolOptions opt_;
@@ -92,7 +95,6 @@ class Pool {
   std::unordered_map<void*, PoolBlock> used_;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> events_;  // spare events for release_after
-  std::vector<PoolBlock> kept_;      // to free, from a thread that may not (free_block)
   size_t in_use_ = 0;
   size_t cached_ = 0;
 };

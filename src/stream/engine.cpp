@@ -508,7 +508,7 @@ void Engine::finish(Op& op) {
 void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
 #if LOOM_HAVE_CUDA
-  pack::forbid_gpu_waits_on_this_thread();  // streams wait for this thread: it frees no GPU memory
+  pack::forbid_gpu_waits_on_this_thread();  // streams wait for it: it never waits for the GPU
 #endif
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   std::vector<MPI_Comm> held;

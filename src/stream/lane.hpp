@@ -49,17 +49,18 @@ struct Landed {
   uint64_t bytes = 0;
 };
 
+// Who writes a word a stream waits for. On an H200 under MPS a stream
+// memory operation (cuStreamWaitValue32) that finds its word short is
+// woken late when a host thread writes it: the MPIX ping-pong ran 5-11 us
+// a round trip faster with the polling wait kernel there, while the MPIS
+// pairs' single waits, on words other streams write, ran 7-13 us slower
+// with it (docs/results/stream-h200-waits.md). Several words are always
+// one polling kernel, whoever writes them.
+enum class Writer { kThread, kStream };
+
 // One pack (user -> packed) or unpack (packed -> user) of a batch; with
 // `from`, a transfer: src is a buffer in layout `from`, dst one in layout m
 // (CUDA lanes only, where cuda_transfer_possible says so).
-// Who writes a word a stream waits for. On an H200 under MPS a stream
-// memory operation (cuStreamWaitValue32) that finds its word short is
-// woken late when a host thread writes it: the MPIX ping-pong ran 5-14 us
-// a round trip faster with the polling wait kernel there, while the MPIS
-// pairs' single waits, on words other streams write, ran 7-13 us slower
-// with it (docs/results/stream-h200-waits.md).
-enum class Writer { kThread, kStream };
-
 struct LaneJob {
   const transport::Message* m = nullptr;
   const void* src = nullptr;
