@@ -101,26 +101,39 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
 }
 
 namespace {
-void free_now(Pool::Kind kind, int device, const PoolBlock& b) {
-  cudaError_t e;
-  if (kind == Pool::Kind::kDevice) {
-    DeviceGuard g(device);
-    e = cudaFree(b.ptr);
-  } else {
-    e = cudaFreeHost(b.ptr);
-  }
+void free_now(Pool::Kind kind, const PoolBlock& b) {
+  const cudaError_t e = kind == Pool::Kind::kDevice ? cudaFree(b.ptr) : cudaFreeHost(b.ptr);
   if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
 }
 }  // namespace
 
 void Pool::free_block(const PoolBlock& b) {
-  free_now(kind_, device_, b);
+  if (kind_ == Kind::kDevice) {
+    DeviceGuard g(device_);
+    free_now(kind_, b);
+  } else {
+    free_now(kind_, b);
+  }
 }
 
+// On the reaper's thread the block's device is made current and left so
+// (a CUDA call there with no device chosen, or a restore to the thread's
+// first one, would make device 0's context on a rank that uses another):
+// the pool's for device memory, the releasing thread's for pinned memory,
+// as a free on that thread would have used.
 void Pool::free_later(const PoolBlock& b) {
   const Kind kind = kind_;
-  const int device = device_;
-  reaper().push([kind, device, b] { free_now(kind, device, b); });
+  int device = device_;
+  if (kind == Kind::kMappedHost && cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    device = device_;
+  }
+  reaper().push([kind, device, b] {
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != device) (void)cudaSetDevice(device);
+    (void)cudaGetLastError();
+    free_now(kind, b);
+  });
 }
 
 Result<PoolBlock> Pool::acquire(size_t bytes) {
