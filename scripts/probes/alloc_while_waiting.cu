@@ -27,8 +27,16 @@ int main() {
   cudaMalloc(&d, 64 << 20);
   cudaHostAlloc(&h, 64 << 20, cudaHostAllocMapped);
   const std::pair<const char*, std::function<void()>> calls[] = {
-      {"cudaMalloc 64 MiB", [] { void* p; cudaMalloc(&p, 64 << 20); }},
-      {"cudaHostAlloc 64 MiB", [] { void* p; cudaHostAlloc(&p, 64 << 20, cudaHostAllocMapped); }},
+      {"cudaMalloc 64 MiB",
+       [] {
+         void* p;
+         cudaMalloc(&p, 64 << 20);
+       }},
+      {"cudaHostAlloc 64 MiB",
+       [] {
+         void* p;
+         cudaHostAlloc(&p, 64 << 20, cudaHostAllocMapped);
+       }},
       {"cudaFree", [&] { cudaFree(d); }},
       {"cudaFreeHost", [&] { cudaFreeHost(h); }},
   };
