@@ -2,7 +2,7 @@
 // mapped host memory that a watchdog thread sets after 2 s; each call's host
 // time says whether it returned at once or only once the kernel could end.
 // A thread that a stream waits for (Loom's stream progress thread) must not
-// make the calls that wait (src/pack/pools.hpp).
+// make the calls that wait (docs/results/cuda-frees-h200.md).
 //   nvcc -O2 -arch=sm_90 -std=c++17 scripts/probes/alloc_while_waiting.cu -o alloc_while_waiting &&
 //   ./alloc_while_waiting
 #include <atomic>

@@ -5,12 +5,9 @@
 
 #include "pack/cuda/check.hpp"
 #include "util/log.hpp"
-#include "util/reaper.hpp"
 
 namespace loom::pack {
 namespace {
-
-thread_local bool t_no_gpu_waits = false;
 
 const char* kind_name(Pool::Kind k) {
   return k == Pool::Kind::kDevice ? "device" : "mapped host";
@@ -48,27 +45,6 @@ size_t Pool::class_size(size_t bytes, size_t min_class) {
   return (c + step - 1) / step * step;
 }
 
-void forbid_gpu_waits_on_this_thread() {
-  t_no_gpu_waits = true;
-}
-
-namespace {
-// Never destroyed: its thread may be inside cudaFree at exit, and what is
-// still queued then goes with the process.
-Reaper& reaper() {
-  static Reaper* r = new Reaper;
-  return *r;
-}
-}  // namespace
-
-size_t Pool::frees_pending() {
-  return reaper().pending();
-}
-
-void Pool::drain_frees() {
-  reaper().drain();
-}
-
 Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(opt) {
   if (cudaGetDevice(&device_) != cudaSuccess) (void)cudaGetLastError();
 }
@@ -100,40 +76,15 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
   return Status::ok();
 }
 
-namespace {
-void free_now(Pool::Kind kind, const PoolBlock& b) {
-  const cudaError_t e = kind == Pool::Kind::kDevice ? cudaFree(b.ptr) : cudaFreeHost(b.ptr);
-  if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
-}
-}  // namespace
-
 void Pool::free_block(const PoolBlock& b) {
+  cudaError_t e;
   if (kind_ == Kind::kDevice) {
     DeviceGuard g(device_);
-    free_now(kind_, b);
+    e = cudaFree(b.ptr);
   } else {
-    free_now(kind_, b);
+    e = cudaFreeHost(b.ptr);
   }
-}
-
-// On the reaper's thread the block's device is made current and left so
-// (a CUDA call there with no device chosen, or a restore to the thread's
-// first one, would make device 0's context on a rank that uses another):
-// the pool's for device memory, the releasing thread's for pinned memory,
-// as a free on that thread would have used.
-void Pool::free_later(const PoolBlock& b) {
-  const Kind kind = kind_;
-  int device = device_;
-  if (kind == Kind::kMappedHost && cudaGetDevice(&device) != cudaSuccess) {
-    (void)cudaGetLastError();
-    device = device_;
-  }
-  reaper().push([kind, device, b] {
-    int cur = -1;
-    if (cudaGetDevice(&cur) != cudaSuccess || cur != device) (void)cudaSetDevice(device);
-    (void)cudaGetLastError();
-    free_now(kind, b);
-  });
+  if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
 }
 
 Result<PoolBlock> Pool::acquire(size_t bytes) {
@@ -154,8 +105,7 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
   // Allocate outside the lock: cudaMalloc / cudaHostAlloc may take milliseconds.
   PoolBlock b;
   Status st = allocate(cls, &b);
-  if (!st && !t_no_gpu_waits) {  // freeing the cache waits for the device
-    reaper().drain();            // blocks given up earlier, first
+  if (!st) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       trim_locked();
@@ -177,7 +127,7 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
 
 void Pool::put_back_locked(const PoolBlock& b) {
   if (b.size != class_size(b.size, opt_.min_class) || b.size > opt_.max_cached) {
-    free_later(b);
+    free_block(b);
     return;
   }
   // Over the cap, idle blocks of the largest classes go first: freeing the
@@ -189,7 +139,7 @@ void Pool::put_back_locked(const PoolBlock& b) {
     largest->second.pop_back();
     if (largest->second.empty()) free_.erase(largest);
     cached_ -= victim.size;
-    free_later(victim);
+    free_block(victim);
   }
   free_[b.size].push_back(b);
   cached_ += b.size;
@@ -275,7 +225,6 @@ void Pool::release_all() {
   for (cudaEvent_t ev : events_)
     if (cudaEventDestroy(ev) != cudaSuccess) (void)cudaGetLastError();
   events_.clear();
-  if (!t_no_gpu_waits) reaper().drain();  // what was given up earlier is freed too
 }
 
 size_t Pool::bytes_in_use() const {

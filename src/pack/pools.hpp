@@ -7,13 +7,6 @@
 // a chunk of exactly the requested size; if that fails too, acquire() returns
 // Err::kNoMemory and logs (LOOM_WARN, subsystem pack): the caller then falls
 // back to the host engine.
-//
-// Blocks a pool gives up (over its cache cap, or of no size class) are
-// freed by a thread of their own (util/reaper.hpp): cudaFree and
-// cudaFreeHost wait until the device is idle (docs/results/cuda-frees-h200.md),
-// and the thread that releases a block may be one a GPU stream waits for
-// (Loom's stream progress thread), or an application thread inside an MPI
-// call that another rank's stream waits for.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -34,11 +27,6 @@ struct PoolBlock {
   size_t size = 0;      // usable bytes, at least the request
   explicit operator bool() const { return ptr != nullptr; }
 };
-
-// Marks the calling thread as one a stream may wait for, for its life: an
-// allocation that fails there is not retried after freeing the cache
-// (which would wait for the device).
-void forbid_gpu_waits_on_this_thread();
 
 struct PoolOptions {
   size_t min_class = 4096;              // smallest buffer handed out
@@ -66,9 +54,6 @@ class Pool {
 
   size_t bytes_in_use() const;  // handed out, including release_after blocks not yet reached
   size_t bytes_cached() const;  // held for reuse
-  // Blocks given up and not yet freed, all pools; waiting until they are.
-  static size_t frees_pending();
-  static void drain_frees();
   Kind kind() const { return kind_; }
 
   // Size class of a request: four classes per power of two (<= 25% slack).
@@ -84,8 +69,7 @@ class Pool {
   void free_block(const PoolBlock& b);
   void put_back_locked(const PoolBlock& b);  // into a free list, or freed past max_cached
   void poll_locked();                        // pending blocks whose event completed
-  void trim_locked();                        // frees every cached block, now
-  void free_later(const PoolBlock& b);       // by the reaper thread
+  void trim_locked();                        // frees every cached block
 
   const Kind kind_;
   const PoolOptions opt_;

@@ -8,9 +8,6 @@
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
-#if LOOM_HAVE_CUDA
-#include "pack/pools.hpp"
-#endif
 #include "stream/enqueue.hpp"
 #include "stream/pair.hpp"
 #include "util/knobs.hpp"
@@ -507,9 +504,6 @@ void Engine::finish(Op& op) {
 
 void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
-#if LOOM_HAVE_CUDA
-  pack::forbid_gpu_waits_on_this_thread();  // streams wait for it: it never waits for the GPU
-#endif
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   std::vector<MPI_Comm> held;
   std::vector<MPI_Request> gone;  // completed requests to free

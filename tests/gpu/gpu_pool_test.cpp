@@ -4,8 +4,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -158,63 +156,6 @@ TEST(GpuPools, FailureIsAnErrorNotACrash) {
   PinnedPool hpool;
   auto hhuge = hpool.acquire(size_t{1} << 50);
   EXPECT_FALSE(hhuge.is_ok());
-}
-
-// A block given up while a stream waits for the releasing thread (Loom's
-// stream progress thread) is freed by the pools' reaper thread: cudaFree /
-// cudaFreeHost wait until the device is idle, which here waits for a word
-// that thread writes only after its release. The release returns at once,
-// the free is still pending then, and it is done once the stream is.
-void release_while_a_stream_waits(Pool::Kind kind) {
-  PoolOptions opt;
-  opt.max_cached = size_t{1} << 20;
-  Pool pool(kind, opt);
-  auto big = pool.acquire(size_t{4} << 20);  // over the cap: freed, not cached, when released
-  ASSERT_TRUE(big.is_ok()) << big.status().message();
-  PinnedPool words;
-  auto w = words.acquire(64);
-  ASSERT_TRUE(w.is_ok()) << w.status().message();
-  auto* word = static_cast<std::atomic<uint32_t>*>(w.value().ptr);
-  word->store(0);
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  const uint32_t* dev = static_cast<const uint32_t*>(w.value().dev);
-  const uint32_t one = 1;
-  ASSERT_TRUE(gpu_wait_many(&dev, &one, 1, s).is_ok());  // the stream waits for the thread
-  std::atomic<bool> returned{false};
-  size_t pending_then = 0;
-  std::thread t([&] {
-    forbid_gpu_waits_on_this_thread();
-    pool.release(big.value());
-    pending_then = Pool::frees_pending();  // the reaper waits for the device
-    returned = true;
-    word->store(1);  // the stream goes on
-  });
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!returned && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const bool ok = returned.load();
-  if (!ok) word->store(1);  // the release blocked: let the stream end the wait for it
-  t.join();
-  ASSERT_TRUE(ok) << "a release on a thread a stream waits for waited for the stream";
-  EXPECT_GE(pending_then, 1u);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  Pool::drain_frees();
-  EXPECT_EQ(Pool::frees_pending(), 0u);
-  EXPECT_EQ(pool.bytes_in_use(), 0u);
-  EXPECT_EQ(pool.bytes_cached(), 0u);
-  words.release(w.value());
-  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
-}
-
-TEST(GpuPools, PinnedGivenUpWhileAStreamWaitsForTheReleaser) {
-  SKIP_WITHOUT_GPU();
-  release_while_a_stream_waits(Pool::Kind::kMappedHost);
-}
-
-TEST(GpuPools, DeviceGivenUpWhileAStreamWaitsForTheReleaser) {
-  SKIP_WITHOUT_GPU();
-  release_while_a_stream_waits(Pool::Kind::kDevice);
 }
 
 TEST(GpuPools, ReleaseAllFreesOutstanding) {
