@@ -49,14 +49,9 @@ bool polling(RequestTable* t) {
   return (t && runtime()->zero_copy_on()) || schedules_live();
 }
 
-// Open MPI 4.1 under MPI_THREAD_MULTIPLE: the soak (4 ranks x 8 threads,
-// under load) died in 5 of 24 runs inside ompi_request_default_wait_any, or
-// with a mutex of Loom's found corrupted right after an MPI_Waitany. That
-// code hangs a synchronisation object of the caller's stack on every
-// pending request, and races there are reported (open-mpi/ompi#6004,
-// #11965); the mechanism was not traced further. The test forms attach
-// nothing: MPI_Waitany and MPI_Waitsome poll them instead (30 of 30 runs).
-bool any_waits_unsafe() {
+// Open MPI, initialised with MPI_THREAD_MULTIPLE: where its request code
+// has the races that any_waits_unsafe and free_when_complete work around.
+bool open_mpi_multithreaded() {
 #if defined(OPEN_MPI) && OPEN_MPI
   static const bool multiple = [] {
     int level = MPI_THREAD_SINGLE;
@@ -67,6 +62,17 @@ bool any_waits_unsafe() {
 #else
   return false;
 #endif
+}
+
+// Open MPI 4.1 under MPI_THREAD_MULTIPLE: the soak (4 ranks x 8 threads,
+// under load) died in 5 of 24 runs inside ompi_request_default_wait_any, or
+// with a mutex of Loom's found corrupted right after an MPI_Waitany. That
+// code hangs a synchronisation object of the caller's stack on every
+// pending request, and races there are reported (open-mpi/ompi#6004,
+// #11965); the mechanism was not traced further. The test forms attach
+// nothing: MPI_Waitany and MPI_Waitsome poll them instead (30 of 30 runs).
+bool any_waits_unsafe() {
+  return open_mpi_multithreaded();
 }
 
 // The ops of an array of requests, taken out of the table for one call.
@@ -254,19 +260,9 @@ int any(RequestTable& t, int n, MPI_Request reqs[], int* index, int* flag, MPI_S
 // without the frees. So Loom frees such a request only once it is
 // complete: RequestTable::progress tests it until then.
 bool free_when_complete(MPI_Request r) {
-#if defined(OPEN_MPI) && OPEN_MPI
-  if (r == MPI_REQUEST_NULL) return false;
-  static const bool multiple = [] {
-    int level = MPI_THREAD_SINGLE;
-    PMPI_Query_thread(&level);
-    return level == MPI_THREAD_MULTIPLE;
-  }();
+  if (r == MPI_REQUEST_NULL || !open_mpi_multithreaded()) return false;
   int done = 0;
-  return multiple && PMPI_Request_get_status(r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;
-#else
-  (void)r;
-  return false;
-#endif
+  return PMPI_Request_get_status(r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done;
 }
 
 }  // namespace
