@@ -10,6 +10,7 @@
 #include "pack/cuda/check.hpp"
 #include "pack/cuda/dispatch.hpp"
 #include "pack/cuda/policy.hpp"
+#include "pack/free_gate.hpp"
 #include "util/log.hpp"
 #include "util/stats.hpp"
 
@@ -22,12 +23,9 @@ struct GpuLayout::Impl {
   size_t mem_bytes = 0;
   LayoutView dview;
 
-  ~Impl() {
-    if (mem) {
-      // At process exit the runtime may already be gone: nothing to report then.
-      if (cudaFree(mem) != cudaSuccess) (void)cudaGetLastError();
-    }
-  }
+  // Through the free gate: a type freed while its enqueued operations are in
+  // flight drops its layout on the stream progress thread.
+  ~Impl() { FreeGate::get().release(FreeGate::Kind::kDevice, mem, device); }
 };
 
 namespace {

@@ -1,9 +1,12 @@
 #include "pack/pools.hpp"
 
+#include <cstdlib>
 #include <iterator>
 #include <string>
 
 #include "pack/cuda/check.hpp"
+#include "pack/free_gate.hpp"
+#include "util/knobs.hpp"
 #include "util/log.hpp"
 
 namespace loom::pack {
@@ -34,6 +37,15 @@ class DeviceGuard {
   bool switched_ = false;
 };
 
+// The cache cap: the caller's, or LOOM_POOL_CACHE_MAX.
+PoolOptions with_cache_cap(PoolOptions opt) {
+  if (opt.max_cached == 0) {
+    const long long v = std::atoll(knobs().pool_cache_max.c_str());
+    opt.max_cached = v > 0 ? static_cast<size_t>(v) : size_t{1} << 30;
+  }
+  return opt;
+}
+
 }  // namespace
 
 size_t Pool::class_size(size_t bytes, size_t min_class) {
@@ -45,7 +57,7 @@ size_t Pool::class_size(size_t bytes, size_t min_class) {
   return (c + step - 1) / step * step;
 }
 
-Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(opt) {
+Pool::Pool(Kind kind, PoolOptions opt) : kind_(kind), opt_(with_cache_cap(opt)) {
   if (cudaGetDevice(&device_) != cudaSuccess) (void)cudaGetLastError();
 }
 
@@ -77,14 +89,8 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
 }
 
 void Pool::free_block(const PoolBlock& b) {
-  cudaError_t e;
-  if (kind_ == Kind::kDevice) {
-    DeviceGuard g(device_);
-    e = cudaFree(b.ptr);
-  } else {
-    e = cudaFreeHost(b.ptr);
-  }
-  if (e != cudaSuccess) (void)cudaGetLastError();  // at exit the runtime may be gone
+  FreeGate::get().release(kind_ == Kind::kDevice ? FreeGate::Kind::kDevice : FreeGate::Kind::kHost,
+                          b.ptr, kind_ == Kind::kDevice ? device_ : -1);
 }
 
 Result<PoolBlock> Pool::acquire(size_t bytes) {
@@ -105,7 +111,7 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
   // Allocate outside the lock: cudaMalloc / cudaHostAlloc may take milliseconds.
   PoolBlock b;
   Status st = allocate(cls, &b);
-  if (!st) {
+  if (!st && FreeGate::get().open()) {  // shut, the cache would only move to the gate
     {
       std::lock_guard<std::mutex> lk(mu_);
       trim_locked();
@@ -133,7 +139,9 @@ void Pool::put_back_locked(const PoolBlock& b) {
   // Over the cap, idle blocks of the largest classes go first: freeing the
   // block just returned instead would make every later message of its size
   // allocate and pin again (milliseconds each), while big idle ones wait.
-  while (cached_ + b.size > opt_.max_cached && !free_.empty()) {
+  // While the free gate is shut (streams may wait for host threads) the
+  // cache stays over the cap, reusable, until a release after it opens.
+  while (cached_ + b.size > opt_.max_cached && !free_.empty() && FreeGate::get().open()) {
     auto largest = std::prev(free_.end());
     const PoolBlock victim = largest->second.back();
     largest->second.pop_back();

@@ -6,7 +6,9 @@
 // A failed allocation is retried after freeing the cached buffers, then with
 // a chunk of exactly the requested size; if that fails too, acquire() returns
 // Err::kNoMemory and logs (LOOM_WARN, subsystem pack): the caller then falls
-// back to the host engine.
+// back to the host engine. Frees go through the free gate (free_gate.hpp):
+// while streams may wait for host threads, nothing is freed, the cache may
+// exceed its cap, and a failed allocation is not retried after a trim.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,8 +31,9 @@ struct PoolBlock {
 };
 
 struct PoolOptions {
-  size_t min_class = 4096;              // smallest buffer handed out
-  size_t max_cached = size_t{1} << 30;  // free bytes kept for reuse; beyond, releases free
+  size_t min_class = 4096;  // smallest buffer handed out
+  size_t max_cached =
+      0;  // free bytes kept for reuse; beyond, releases free (0: LOOM_POOL_CACHE_MAX)
 };
 
 class Pool {

@@ -8,6 +8,9 @@
 #include "mpi/errors.hpp"
 #include "mpi/next.hpp"
 #include "mpi/runtime.hpp"
+#if LOOM_HAVE_CUDA
+#include "pack/free_gate.hpp"
+#endif
 #include "stream/enqueue.hpp"
 #include "stream/pair.hpp"
 #include "util/knobs.hpp"
@@ -32,6 +35,11 @@ Result<std::shared_ptr<Channel>> Channel::create(std::shared_ptr<Lane> lane) {
   std::memset(w->host, 0, w->bytes);
   ch->lane_ = std::move(lane);
   ch->words_ = std::move(w.value());
+#if LOOM_HAVE_CUDA
+  // While the channel lives its stream may wait for Loom's threads: CUDA
+  // frees wait for the device then (pack/free_gate.hpp).
+  ch->gate_ = std::make_shared<pack::FreeGateHold>();
+#endif
   ch->gen_.assign(kSlots, 0);
   for (int i = kSlots - 1; i >= 0; --i) ch->free_.push_back(i);
   return ch;
@@ -169,6 +177,10 @@ void Engine::shutdown() {
     n = next;
   }
   if (tracing_) write_trace();
+#if LOOM_HAVE_CUDA
+  // Nothing makes a stream wait for Loom any more: frees go from here on.
+  pack::FreeGate::get().drain();
+#endif
   {
     std::lock_guard<std::mutex> lk(hs_mu_);
     host_streams_.clear();

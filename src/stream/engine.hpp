@@ -105,6 +105,7 @@ class Channel {
   std::vector<Held> held_;
   std::shared_ptr<Lane> lane_;
   Block words_;  // word 0: position; words 16 (i + 1): release word i (own cache lines)
+  std::shared_ptr<void> gate_;  // keeps CUDA frees held back (pack/free_gate.hpp)
   std::mutex mu_;
   uint32_t seq_ = 0;
   std::mutex slot_mu_;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "pack/free_gate.hpp"
 #include "transport/driver_entry.hpp"
 #include "transport/memtype.hpp"
 #include "transport/peer_memory.hpp"
@@ -108,8 +109,8 @@ class IpcPeerMemory final : public PeerMemory {
     std::memcpy(s.handle.bytes, &h, sizeof(h));
     return s;
   }
-  void deallocate(const Segment& s) override {
-    if (cudaFree(s.ptr) != cudaSuccess) cudaGetLastError();
+  void deallocate(const Segment& s) override {  // through the gate: it may wait for the device
+    pack::FreeGate::get().release(pack::FreeGate::Kind::kDevice, s.ptr, gpu_of(s.ptr));
   }
   Result<void*> map(const PeerHandle& ph) override {
     cudaIpcMemHandle_t h;

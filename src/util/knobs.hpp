@@ -123,6 +123,10 @@ namespace loom {
     "staging for the whole message up to this many bytes; above, the MPI lands it in "          \
     "reserved address space (a lent message's header touches one page) and bytes that come "    \
     "raw are copied into pinned memory when they land; off: always pinned")                     \
+  X(pool_cache_max, "LOOM_POOL_CACHE_MAX", "1073741824",                                        \
+    "free bytes each GPU staging or scratch pool keeps for reuse; past it, releases free the "  \
+    "largest idle buffers (none while stream-triggered communication may wait for host "        \
+    "threads, when the cache may exceed it: docs/stream.md)")                                   \
   X(stream_trace, "LOOM_STREAM_TRACE", "",                                                      \
     "diagnostics: a path prefix; each rank's stream engine writes PREFIX.RANK.csv at "          \
     "finalize, a row per enqueued operation with the times (CLOCK_MONOTONIC ns, one clock "     \

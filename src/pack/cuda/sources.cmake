@@ -12,7 +12,8 @@ target_sources(loom_core PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/dispatch.cu
   ${CMAKE_CURRENT_LIST_DIR}/proxy.cu
   ${CMAKE_CURRENT_LIST_DIR}/../gpu_engine.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/../pools.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/../pools.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/../free_gate.cpp)
 # Shared cudart: one CUDA runtime with the application (Loom is preloaded
 # into programs that have their own).
 set_target_properties(loom_core PROPERTIES CUDA_RUNTIME_LIBRARY Shared)
