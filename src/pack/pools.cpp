@@ -37,11 +37,12 @@ class DeviceGuard {
   bool switched_ = false;
 };
 
-// The cache cap: the caller's, or LOOM_POOL_CACHE_MAX.
+// The cache cap: the caller's, or LOOM_POOL_CACHE_MAX (0: nothing kept;
+// negative: the default).
 PoolOptions with_cache_cap(PoolOptions opt) {
-  if (opt.max_cached == 0) {
+  if (opt.max_cached == PoolOptions::kFromKnob) {
     const long long v = std::atoll(knobs().pool_cache_max.c_str());
-    opt.max_cached = v > 0 ? static_cast<size_t>(v) : size_t{1} << 30;
+    opt.max_cached = v >= 0 ? static_cast<size_t>(v) : size_t{1} << 30;
   }
   return opt;
 }
@@ -132,7 +133,11 @@ Result<PoolBlock> Pool::acquire(size_t bytes) {
 }
 
 void Pool::put_back_locked(const PoolBlock& b) {
-  if (b.size != class_size(b.size, opt_.min_class) || b.size > opt_.max_cached) {
+  // Bigger than the whole cache: freed, unless the free gate is shut (then
+  // kept for reuse: a free would only be held back, and each such message
+  // would allocate anew). A chunk of no size class is never asked for again.
+  if (b.size != class_size(b.size, opt_.min_class) ||
+      (b.size > opt_.max_cached && FreeGate::get().open())) {
     free_block(b);
     return;
   }

@@ -31,9 +31,11 @@ struct PoolBlock {
 };
 
 struct PoolOptions {
+  static constexpr size_t kFromKnob = ~size_t{0};
   size_t min_class = 4096;  // smallest buffer handed out
-  size_t max_cached =
-      0;  // free bytes kept for reuse; beyond, releases free (0: LOOM_POOL_CACHE_MAX)
+  // Free bytes kept for reuse; beyond, releases free (while the free gate is
+  // open). kFromKnob: LOOM_POOL_CACHE_MAX.
+  size_t max_cached = kFromKnob;
 };
 
 class Pool {
