@@ -124,6 +124,9 @@ int loom_stream_lent_messages(long long* count);
 /* MPIX_*_enqueue receives of this process posted to the MPI when they were
  * enqueued (LOOM_STREAM_EARLY_RECV), not when their stream reached them. */
 int loom_stream_early_receives(long long* count);
+/* MPIX_*_enqueue sends of this process lent to a process of the node whose
+ * headers were posted when they were enqueued (LOOM_STREAM_EARLY_SEND). */
+int loom_stream_early_sends(long long* count);
 /* MPIX_Isend_enqueue packs this process held back to launch together with
  * later ones (LOOM_STREAM_HOLD). */
 int loom_stream_held_sends(long long* count);

@@ -294,6 +294,19 @@ Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_
   return gpu::wait_many(words, values, static_cast<int>(n), stream);
 }
 
+Status gpu_pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
+                      size_t max, cudaStream_t stream) {
+  return gpu::pull_small(release, value, landed, dst, max, stream);
+}
+
+size_t gpu_pull_small_max() {
+  return size_t{gpu::kThreads} * 16 * 4 * gpu::kPullSmallBlocks;
+}
+
+Status gpu_wait_published(const uint64_t* from, cudaStream_t stream) {
+  return gpu::wait_published(from, stream);
+}
+
 Status gpu_copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max,
                      cudaStream_t stream) {
   if (max == 0) return Status::ok();

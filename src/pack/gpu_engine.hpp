@@ -135,6 +135,19 @@ Status gpu_wait_many(const uint32_t* const* words, const uint32_t* values, size_
 Status gpu_copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max,
                      cudaStream_t stream);
 
+// After the work before it on `stream`: waits until the word at address
+// from[0] (read when the stream gets here, from mapped memory; 0: no wait)
+// reaches from[1] (mod 2^32).
+Status gpu_wait_published(const uint64_t* from, cudaStream_t stream);
+
+// A pulled receive of at most gpu_pull_small_max() bytes in one launch:
+// waits until *release reaches value (device address; null: no wait), then
+// reads landed[0..3] (mapped memory: source, bytes, a word to wait for and
+// its value, 0: none), waits for that word, and copies the bytes to dst.
+Status gpu_pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
+                      size_t max, cudaStream_t stream);
+size_t gpu_pull_small_max();
+
 // Which kernel, word width and grid a call with these pointers would use.
 std::string gpu_plan(const GpuLayout& l, const void* user, const void* packed, bool pack);
 

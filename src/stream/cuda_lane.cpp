@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstddef>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -230,7 +231,19 @@ class CudaLane final : public Lane {
   Status copy_out(void* user, const void* block, size_t bytes) override {
     return cuda_status(cudaMemcpyAsync(user, block, bytes, cudaMemcpyDefault, s_), "copy");
   }
-  Status copy_from(const Landed* landed, void* dst, size_t max) override {
+  Status copy_from(const Landed* landed, void* dst, size_t max, const PullWaits& first) override {
+    uint32_t* release = nullptr;
+    if (first.release) LOOM_TRY(word_address(first.release, &release));
+    if ((release || first.sender) && max > 0 && max <= pack::gpu_pull_small_max())
+      return pack::gpu_pull_small(
+          release, first.value, static_cast<const uint64_t*>(device_address(landed)), dst, max, s_);
+    if (release) {  // the polling kernel (Writer says why)
+      const uint32_t* r = release;
+      LOOM_TRY(pack::gpu_wait_many(&r, &first.value, 1, s_));
+    }
+    if (first.sender)
+      LOOM_TRY(pack::gpu_wait_published(
+          static_cast<const uint64_t*>(device_address(&landed->wait_word)), s_));
     if (!near_) {  // stream order: one pair of words serves every copy of the stream
       void* p = nullptr;
       LOOM_TRY(cuda_status(cudaMalloc(&p, sizeof(Landed)), "device words"));
@@ -359,6 +372,19 @@ Status cuda_attach_host_words(void* page, size_t bytes) {
     return Status::ok();
   }
   return cuda_status(e, "registering pair words");
+}
+
+Result<void*> cuda_attach_ready_page(void* page, size_t bytes, bool read_only) {
+  cudaError_t e = cudaHostRegister(
+      page, bytes, cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0));
+  if (e == cudaErrorHostMemoryAlreadyRegistered) {  // by a GPU mover of this process
+    cudaGetLastError();
+    e = cudaSuccess;
+  }
+  LOOM_TRY(cuda_status(e, "registering ready words"));
+  void* dev = nullptr;
+  LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, page, 0), "ready words' device address"));
+  return dev;
 }
 
 void cuda_lanes_release() {

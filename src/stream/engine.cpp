@@ -392,8 +392,8 @@ bool Engine::post(Op& op) {
              op.kind == Op::Kind::kSend ? "send" : "receive", op.count,
              op.kind == Op::Kind::kSend ? op.sbuf : op.rbuf, op.peer, op.tag);
   // A lent segment's pack is behind the stream's trigger: the receiver may
-  // read it once the header is there.
-  if (op.lent_seq) runtime()->rv->stream_packed(op.lent_seq);
+  // read it once the header is there. (An early send's stream flags it.)
+  if (op.lent_seq && !op.early) runtime()->rv->stream_packed(op.lent_seq);
   switch (op.kind) {
     case Op::Kind::kSend:
       rc = op.raw
@@ -410,7 +410,9 @@ bool Engine::post(Op& op) {
       break;
   }
   host_actions.fetch_add(1, std::memory_order_relaxed);
-  if (op.early) early_receives.fetch_add(1, std::memory_order_relaxed);
+  if (op.early)
+    (op.kind == Op::Kind::kSend ? early_sends : early_receives)
+        .fetch_add(1, std::memory_order_relaxed);
   LOOM_DEBUG(kMpi, "stream thread: posted (%d)", rc);
   op.posted = true;
   op.posted_at = std::chrono::steady_clock::now();
@@ -517,8 +519,8 @@ void Engine::finish(Op& op) {
 void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
-  std::vector<MPI_Comm> held;
-  std::vector<MPI_Request> gone;  // completed requests to free
+  std::vector<MPI_Comm> held, held_sends;  // communicators with a receive / send not yet posted
+  std::vector<MPI_Request> gone;           // completed requests to free
   auto idle_since = std::chrono::steady_clock::now();
   auto last_reap = idle_since;
   constexpr auto kReapEvery = std::chrono::microseconds(20);
@@ -562,15 +564,18 @@ void Engine::run() {
     bool did = false;
     // Post in submission order: positions only grow, so an operation whose
     // trigger is reached has every earlier one of its lane reached too. An
-    // early receive goes at once unless a receive of its communicator before
-    // it still waits for its trigger (matching follows posting order).
+    // early receive (send) goes at once unless a receive (send) of its
+    // communicator before it still waits for its trigger (matching follows
+    // posting order).
     held.clear();
+    held_sends.clear();
     for (auto it = waiting.begin(); it != waiting.end();) {
       Op& op = **it;
-      const bool go = op.early ? std::find(held.begin(), held.end(), op.comm) == held.end()
+      auto& behind = op.kind == Op::Kind::kSend ? held_sends : held;
+      const bool go = op.early ? std::find(behind.begin(), behind.end(), op.comm) == behind.end()
                                : reached(op.ch->position(), op.start);
       if (!go) {
-        if (op.kind == Op::Kind::kRecv) held.push_back(op.comm);
+        if (op.kind != Op::Kind::kAllreduce) behind.push_back(op.comm);
         ++it;
         continue;
       }
@@ -583,7 +588,7 @@ void Engine::run() {
       if (!test(**it) || !tail_ready(**it)) {
         Op& op = **it;
         // An early receive's clock starts when its stream waits for it.
-        if (op.early && !stream_waits(op)) op.posted_at = now;
+        if (op.early && op.kind == Op::Kind::kRecv && !stream_waits(op)) op.posted_at = now;
         if (!op.overdue && now - op.posted_at > std::chrono::seconds(10)) {
           op.overdue = true;  // a hang shows here first
           LOOM_WARN(kMpi, "enqueued %s with peer %d, tag %d: not complete 10 s after it was posted",

@@ -118,9 +118,14 @@ struct Op {
   Kind kind = Kind::kSend;
   std::shared_ptr<Channel> ch;
   uint32_t start = 0;  // posted once the lane's position reaches it
-  // Posted when enqueued (LOOM_STREAM_EARLY_RECV), in call order behind any
-  // receive of its communicator still waiting for its trigger; no trigger.
+  // Posted when enqueued, in call order behind any operation of its kind
+  // and communicator still waiting for its trigger; no trigger. A receive
+  // into staging (LOOM_STREAM_EARLY_RECV), or a lent send whose stream
+  // flags its pack (LOOM_STREAM_EARLY_SEND; the stream never waits for it).
   bool early = false;
+  // A pulled receive on a communicator with early sends: its stream waits
+  // for the sender's flag (Landed::wait_word) before it copies.
+  bool sender_flags = false;
   // (1 << 32) | the position the stream writes where it waits for an early
   // receive: a short message's tail fix reads the user's bytes only then.
   std::atomic<uint64_t> at_wait{0};
@@ -187,6 +192,11 @@ struct Op {
   int64_t bytes = 0;  // the message's packed bytes (a receive: its buffer's)
 };
 
+// A lent send posted when enqueued (Op::early): its stream does not wait for it.
+inline bool early_send(const Op& op) {
+  return op.early && op.kind == Op::Kind::kSend;
+}
+
 // Pulled receives: what landed (a header's bytes found, raw bytes in
 // staging) published to op.landed, with the status set (progress thread).
 void land(Op& op);
@@ -248,6 +258,7 @@ class Engine {
   std::atomic<long long> pair_rounds{0};     // MPIS rounds on the on-node pair path
   std::atomic<long long> lent_messages{0};   // loom_stream_lent_messages
   std::atomic<long long> early_receives{0};  // loom_stream_early_receives
+  std::atomic<long long> early_sends{0};     // loom_stream_early_sends
 
   // Live handles of the stream APIs, so that a freed or foreign handle is an
   // MPI error, not a crash.

@@ -222,6 +222,13 @@ Status stage_send_work(Channel& ch, const Buffer& b, const void* buf, int count,
       std::memcpy(&h, b.wire, sizeof(h));
       op.keep = b.keep;
       LOOM_TRY(pack_send(ch, b, buf, b.lent_at, op, marked, held, first));
+      if (op.early) {
+        // The header goes before the stream gets here: the stream flags the
+        // pack in its ready word, which the receiver's stream waits for.
+        uint32_t* word = runtime()->rv->own_ready_word(h.seq);
+        if (!word) return Status(Err::kInternal, "an early send without ready words");
+        LOOM_TRY(ch.lane().write(word, static_cast<uint32_t>(h.seq)));
+      }
       static_assert(sizeof(op.wire) == sizeof(h));
       std::memcpy(op.wire, &h, sizeof(h));
       op.lent_seq = h.seq;
@@ -340,16 +347,16 @@ namespace {
 // A receive's stream work after its wait: copies now, unpacks into `jobs`
 // (run together by the caller). False: none (its retire is its start).
 Result<bool> unstage_into(Channel& ch, const Buffer& b, void* buf, Op& op,
-                          std::vector<LaneJob>* jobs) {
+                          std::vector<LaneJob>* jobs, const PullWaits& first) {
   switch (b.how) {
     case Buffer::How::kPulled:
       if (op.scratch) {
-        LOOM_TRY(ch.lane().copy_from(op.landed, op.scratch, op.expect));
+        LOOM_TRY(ch.lane().copy_from(op.landed, op.scratch, op.expect, first));
         jobs->push_back(LaneJob{&b.msg, op.scratch, buf, false, nullptr});
       } else {
         int64_t base = 0;
         transport::contiguous_at(b.msg, &base);
-        LOOM_TRY(ch.lane().copy_from(op.landed, static_cast<char*>(buf) + base, op.expect));
+        LOOM_TRY(ch.lane().copy_from(op.landed, static_cast<char*>(buf) + base, op.expect, first));
       }
       return true;
     case Buffer::How::kPacked:
@@ -369,18 +376,20 @@ Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
   (void)ch.flush();  // a failure is said there
   // Early receives have no trigger: this position tells the thread that the
   // stream waits for them (a short message's tail fix, Engine::tail_ready).
-  if (std::any_of(ws.begin(), ws.end(), [](const Waited& w) { return w.op->early; })) {
+  auto is_early_recv = [](const Waited& w) { return w.op->early && w.op->kind == Op::Kind::kRecv; };
+  if (std::any_of(ws.begin(), ws.end(), is_early_recv)) {
     auto at = ch.mark();
     if (!at) return at.status();
     for (const Waited& w : ws)
-      if (w.op->early)
+      if (is_early_recv(w))
         w.op->at_wait.store((uint64_t{1} << 32) | at.value(), std::memory_order_release);
   }
   std::optional<stats::Scope> phase(std::in_place, stats::kEnqueueWaitWords);
   std::vector<uint32_t*> words;
   std::vector<uint32_t> values;
+  // A receive that may take an early send waits in its copy (PullWaits).
   for (const Waited& w : ws)
-    if (!ch.released(w.op->slot)) {
+    if (!early_send(*w.op) && !w.op->sender_flags && !ch.released(w.op->slot)) {
       words.push_back(ch.word_of(w.op->slot));
       values.push_back(w.op->slot.value);
     }
@@ -391,7 +400,15 @@ Status issue_waits(Channel& ch, const std::vector<Waited>& ws) {
   std::vector<Op*> moved;
   for (const Waited& w : ws) {
     if (w.op->kind != Op::Kind::kRecv) continue;
-    auto m = unstage_into(ch, *w.buf, w.user, *w.op, &jobs);
+    PullWaits first;
+    if (w.op->sender_flags) {
+      first.sender = true;
+      if (!ch.released(w.op->slot)) {
+        first.release = ch.word_of(w.op->slot);
+        first.value = w.op->slot.value;
+      }
+    }
+    auto m = unstage_into(ch, *w.buf, w.user, *w.op, &jobs, first);
     if (!m) return m.status();
     if (m.value())
       moved.push_back(w.op);
@@ -440,7 +457,17 @@ void land(Op& op) {
     } else if (h.kind == transport::kSegment || (h.kind == transport::kZeroCopy && !h.layout)) {
       // An enqueued send's arena is mapped since its communicator was
       // made; a host call's segment or buffer may be mapped here first.
-      auto src = rt->rv->open(h);  // where the bytes lie, mapped (kept mapped)
+      // Never waited for here (an early send's pack may wait for this
+      // thread): the stream waits for the sender's flag itself.
+      auto src = rt->rv->open(h, /*wait=*/false);  // where the bytes lie, mapped (kept mapped)
+      if (src && src->ready_word) {
+        if (const uint32_t* w = rt->rv->ready_word_for_streams(h.sender, h.seq)) {
+          out.wait_word = reinterpret_cast<uintptr_t>(w);
+          out.wait_value = src->ready_value;
+        } else if (Status r = rt->rv->wait_ready(h); !r) {  // a host call's pack: it ends by itself
+          src = r;
+        }
+      }
       if (src) {
         out.address = reinterpret_cast<uintptr_t>(src->ptr);
         out.bytes = h.bytes;
@@ -500,6 +527,8 @@ void land(Op& op) {
   auto* l = reinterpret_cast<volatile Landed*>(op.landed);
   l->address = out.address;
   l->bytes = out.bytes;
+  l->wait_word = out.wait_word;
+  l->wait_value = out.wait_value;
 }
 
 void retired(Op& op) {

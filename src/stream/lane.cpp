@@ -121,9 +121,13 @@ class HostLane final : public Lane {
     s_->push([=] { std::memcpy(user, block, bytes); });
     return Status::ok();
   }
-  Status copy_from(const Landed* landed, void* dst, size_t max) override {
+  Status copy_from(const Landed* landed, void* dst, size_t max, const PullWaits& first) override {
     s_->push([=] {
+      if (first.release) wait_word(first.release, first.value);
       const auto* l = reinterpret_cast<const volatile Landed*>(landed);
+      if (const uint64_t w = l->wait_word; w && first.sender)
+        wait_word(reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(w)),
+                  static_cast<uint32_t>(l->wait_value));
       const uint64_t bytes = l->bytes, address = l->address;
       const uint64_t n = std::min<uint64_t>(bytes, max);
       if (n) std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(address)), n);
@@ -174,6 +178,9 @@ bool cuda_transfer_possible(const transport::Message&, const void*, const transp
   return false;
 }
 Status cuda_attach_host_words(void*, size_t) {
+  return Status(Err::kUnsupported, "this Loom was built without CUDA");
+}
+Result<void*> cuda_attach_ready_page(void*, size_t, bool) {
   return Status(Err::kUnsupported, "this Loom was built without CUDA");
 }
 void cuda_lanes_release() {}

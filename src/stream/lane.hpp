@@ -47,6 +47,20 @@ inline bool reached(uint32_t word, uint32_t value) {
 struct Landed {
   uint64_t address = 0;  // as the lane's work addresses it
   uint64_t bytes = 0;
+  // Nonzero: a word the sender's stream writes once its pack is done (as
+  // the lane's work addresses it), which reaches wait_value then: an early
+  // lent send's header comes before its bytes (Lane::wait_landed).
+  uint64_t wait_word = 0;
+  uint64_t wait_value = 0;
+};
+
+// What a pulled receive's copy waits for first, on the stream (a receive
+// that may take an early send, LOOM_STREAM_EARLY_SEND): a CUDA lane makes
+// the waits and a small copy one launch.
+struct PullWaits {
+  uint32_t* release = nullptr;  // a release word the progress thread writes (host address)
+  uint32_t value = 0;
+  bool sender = false;  // Landed::wait_word, once the thread has published it
 };
 
 // Who writes a word a stream waits for. On an H200 under MPS a stream
@@ -100,8 +114,9 @@ class Lane {
   virtual Status copy_in(void* block, const void* user, size_t bytes) = 0;
   virtual Status copy_out(void* user, const void* block, size_t bytes) = 0;
   // Copies landed->bytes (at most `max`) from landed->address into dst,
-  // both read when the stream gets here (`landed`: host address in a block).
-  virtual Status copy_from(const Landed* landed, void* dst, size_t max) = 0;
+  // both read when the stream gets here (`landed`: host address in a block),
+  // after the waits of `first`.
+  virtual Status copy_from(const Landed* landed, void* dst, size_t max, const PullWaits& first) = 0;
   // Batches, in order on the stream: a CUDA lane makes each one or a few
   // launches (a launch costs microseconds of the stream's time, and a halo
   // of 26 neighbours has 26 of each). Words: host addresses of words the
@@ -153,6 +168,9 @@ bool cuda_transfer_possible(const transport::Message& from, const void* src,
 // Makes host memory shared with other processes (a page of pair words)
 // reachable by CUDA streams' memory operations: registers it mapped.
 Status cuda_attach_host_words(void* page, size_t bytes);
+// The same for a page of ready words (read-only: a peer's), giving the
+// address streams reach it at.
+Result<void*> cuda_attach_ready_page(void* page, size_t bytes, bool read_only);
 // Frees what the CUDA lanes keep for the process (layout cache, pinned
 // pool), at finalize.
 void cuda_lanes_release();

@@ -35,6 +35,7 @@ struct StreamObj {
 // The attribute of a stream communicator (kept by the MPI; deleted with it).
 struct Binding {
   std::vector<std::shared_ptr<StreamObj>> streams;  // one, or a multiplex's
+  bool early_sends = false;                         // LOOM_STREAM_EARLY_SEND, every rank able
   int width = 0;                                    // multiplex: most streams of any rank
   std::vector<MPI_Comm> pairs;                      // multiplex: [src * width + dst]
 };
@@ -145,6 +146,12 @@ std::shared_ptr<Channel> channel_of(Engine& e, MPI_Comm comm, int* rc) {
   return b->streams[0]->channel;
 }
 
+// Sends on comm may post their headers before their packs (Binding::early_sends).
+bool early_sends_on(Engine& e, MPI_Comm comm) {
+  Binding* b = binding_of(e, comm);
+  return b && b->early_sends;
+}
+
 int check_peer(MPI_Comm comm, int peer, int tag, bool recv, int tag_ub) {
   int size = 0;
   MPI_Comm_size(comm, &size);
@@ -178,12 +185,20 @@ struct Pending {
 
 // Collective, in the making of every stream communicator: every rank, with a
 // stream or not, so that the processes of a node map each other's stream
-// arenas now (enqueue.hpp), never from a thread a stream waits for.
-int share_arenas(MPI_Comm comm, MPI_Comm made) {
+// arenas now (enqueue.hpp), never from a thread a stream waits for; and
+// their ready words for early sends (*early: every rank of `made` can).
+int share_arenas(MPI_Comm comm, MPI_Comm made, bool* early) {
+  *early = false;
   Runtime* rt = runtime();
   if (!rt->rv || !rt->rv->lends() || !knob_true(knobs().stream_lend)) return MPI_SUCCESS;
   Status s = rt->rv->share_stream_arena(made);
-  return s ? MPI_SUCCESS : mpi::raise(comm, s);
+  if (!s) return mpi::raise(comm, s);
+  transport::Rendezvous::AttachPage attach;
+  if (!rt->rv->host_mode()) attach = cuda_attach_ready_page;
+  auto e = rt->rv->share_ready_words(made, knob_true(knobs().stream_early_send), attach);
+  if (!e) return mpi::raise(comm, e.status());
+  *early = e.value();
+  return MPI_SUCCESS;
 }
 
 int fail(MPI_Comm comm, const Status& s) {
@@ -217,6 +232,8 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
   go_direct(ch->lane(), &b);
   go_lent(ch->lane(), send, comm, peer, &b);
+  // A lent send whose header goes now: its pack and flag go now too (not held).
+  const bool early_send = send && b.how == Buffer::How::kLent && early_sends_on(*e, comm);
   phase.emplace(stats::kEnqueueStaging);
   auto op = std::make_shared<Op>();
   // Until the engine has the operation, a failure gives back what it took.
@@ -249,7 +266,8 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   // A send's trigger goes with its pack (stage_send marks it); an
   // MPIX_Isend_enqueue's pack waits for the packs of the sends after it.
   bool held = false, first = false;
-  const bool may_hold = request && e->hold_on() && ch->lane().holds();
+  const bool may_hold = request && e->hold_on() && ch->lane().holds() && !early_send;
+  op->early = early_send;
   Status s = send ? stage_send(*ch, b, sbuf, count, type, staging.value(), *op,
                                may_hold ? &held : nullptr, &first)
                   : stage_recv(*ch, b, rbuf, count, type, staging.value(), *op);
@@ -259,7 +277,10 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   else if (held)
     e->held_one();
   phase.emplace(stats::kEnqueueMark);
-  op->early = !send && early_recv(b);
+  if (!send) {
+    op->early = early_recv(b);
+    op->sender_flags = b.how == Buffer::How::kPulled && early_sends_on(*e, comm);
+  }
   if (!send && !op->early) {
     auto start = ch->mark();
     if (!start) return fail(comm, start.status());
@@ -272,8 +293,9 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   phase.emplace(stats::kEnqueueSubmit);
   e->submit(op);
   if (!request) {
-    // Blocking in stream order: the stream waits here.
-    if (!(s = wait_batch(*ch, {Waited{op.get(), &b, rbuf}}))) return fail(comm, s);
+    // Blocking in stream order: the stream waits here (an early send's
+    // buffer is free once its pack, before, is done: nothing to wait for).
+    if (!early_send && !(s = wait_batch(*ch, {Waited{op.get(), &b, rbuf}}))) return fail(comm, s);
     return MPI_SUCCESS;
   }
   auto p = std::make_shared<Pending>();
@@ -492,9 +514,11 @@ int MPIX_Stream_comm_create(MPI_Comm comm, MPIX_Stream stream, MPI_Comm* newcomm
     return mpi::raise(comm, MPI_ERR_ARG, "MPIX_Stream_comm_create: not a live stream");
   int rc = LOOM_NEXT(MPI_Comm_dup)(comm, newcomm);
   if (rc != MPI_SUCCESS) return rc;
-  if ((rc = share_arenas(comm, *newcomm)) != MPI_SUCCESS) return rc;
+  bool early = false;
+  if ((rc = share_arenas(comm, *newcomm, &early)) != MPI_SUCCESS) return rc;
   if (!obj) return MPI_SUCCESS;
   auto* b = new Binding();
+  b->early_sends = early;
   b->streams.push_back(obj);
   obj->comms.fetch_add(1);
   return MPI_Comm_set_attr(*newcomm, e.keyval(delete_binding), b);
@@ -538,7 +562,8 @@ int MPIX_Stream_comm_create_multiplex(MPI_Comm comm, int count, MPIX_Stream arra
     delete_binding(MPI_COMM_NULL, 0, b, nullptr);
     return rc;
   }
-  if ((rc = share_arenas(comm, *newcomm)) != MPI_SUCCESS) {
+  bool early = false;  // multiplex communicators have no enqueue calls
+  if ((rc = share_arenas(comm, *newcomm, &early)) != MPI_SUCCESS) {
     delete_binding(MPI_COMM_NULL, 0, b, nullptr);
     return rc;
   }
@@ -836,6 +861,13 @@ int loom_stream_early_receives(long long* count) {
   Runtime* rt = runtime();
   if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
   *count = rt->streams->early_receives.load();
+  return MPI_SUCCESS;
+}
+
+int loom_stream_early_sends(long long* count) {
+  Runtime* rt = runtime();
+  if (!rt || !rt->streams || !count) return MPI_ERR_ARG;
+  *count = rt->streams->early_sends.load();
   return MPI_SUCCESS;
 }
 

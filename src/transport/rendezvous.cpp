@@ -592,6 +592,58 @@ Status Rendezvous::share_stream_arena(MPI_Comm comm) {
   return Status::ok();
 }
 
+Result<bool> Rendezvous::share_ready_words(MPI_Comm comm, bool want, const AttachPage& attach) {
+  int ok = want && flags_ ? 1 : 0;
+  int n = 0;
+  PMPI_Comm_size(comm, &n);
+  const int node = node_of_[static_cast<size_t>(world_rank_)];
+  for (int r = 0; ok && r < n; ++r) {
+    const int w = world_rank(comm, r);
+    if (w < 0 || static_cast<size_t>(w) >= node_of_.size() ||
+        node_of_[static_cast<size_t>(w)] != node)
+      continue;  // off the node: never lent
+    {
+      std::lock_guard<std::mutex> lk(ready_pages_mu_);
+      if (ready_pages_.count(w)) continue;
+    }
+    void* page = nullptr;
+    if (w == world_rank_) {
+      page = flags_->page();
+    } else if (auto p = flags_->peer_word(w, 0); p) {
+      page = const_cast<uint32_t*>(p.value());  // word 0 starts the page
+    } else {
+      LOOM_DEBUG(kTransport, "early sends off: rank %d's ready words: %s", w,
+                 p.status().message().c_str());
+      ok = 0;
+      break;
+    }
+    void* reach = page;
+    if (attach) {
+      auto d = attach(page, transport::ReadyFlags::page_bytes(), w != world_rank_);
+      if (!d) {
+        LOOM_DEBUG(kTransport, "early sends off: rank %d's ready words for the GPU: %s", w,
+                   d.status().message().c_str());
+        ok = 0;
+        break;
+      }
+      reach = d.value();
+    }
+    std::lock_guard<std::mutex> lk(ready_pages_mu_);
+    ready_pages_.emplace(w, static_cast<char*>(reach));
+  }
+  int all = 0;
+  if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+    return Status(Err::kMpi, "agreeing on early sends");
+  return all == 1;
+}
+
+const uint32_t* Rendezvous::ready_word_for_streams(int peer, uint64_t seq) {
+  std::lock_guard<std::mutex> lk(ready_pages_mu_);
+  auto it = ready_pages_.find(peer);
+  if (it == ready_pages_.end()) return nullptr;
+  return reinterpret_cast<const uint32_t*>(it->second) + seq % transport::ReadyFlags::kWords;
+}
+
 Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) {
   progress(/*flush=*/false);  // blocks acked since come back first
   transport::Arena* a = arena();

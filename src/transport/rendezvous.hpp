@@ -31,6 +31,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -173,6 +174,21 @@ class Rendezvous {
   // stream_packed(hdr->seq), then the header may go.
   Result<void*> lend_stream(const transport::Message& m, Header* hdr);
   void stream_packed(uint64_t seq);
+  // Early lent sends (LOOM_STREAM_EARLY_SEND): the header goes when the
+  // send is enqueued, and the sender's stream writes own_ready_word(seq)
+  // once it has packed; a receiving stream waits for that word itself.
+  // Collective over comm, in the making of a stream communicator: makes
+  // this process's ready words, and those of the node's other processes in
+  // comm, reachable by the GPU (`attach` registers a page mapped, read-only
+  // for a peer's, and gives its device address; null in the host test mode,
+  // where the host address serves). True where every rank of comm could
+  // (and wants to).
+  using AttachPage = std::function<Result<void*>(void* page, size_t bytes, bool read_only)>;
+  Result<bool> share_ready_words(MPI_Comm comm, bool want, const AttachPage& attach);
+  uint32_t* own_ready_word(uint64_t seq) { return flags_ ? flags_->own(seq) : nullptr; }
+  // Where a stream reads the word of world rank peer's message seq (made
+  // reachable by share_ready_words), or null.
+  const uint32_t* ready_word_for_streams(int peer, uint64_t seq);
   // Device memory of this process's arena for `bytes` (scratch), or null.
   void* arena_take(size_t bytes);
   void arena_give(void* p, size_t bytes);
@@ -334,6 +350,9 @@ class Rendezvous {
   std::vector<int> node_of_;  // world rank -> its node (lowest world rank there)
   std::unique_ptr<transport::PeerMemory> mem_;
   std::unique_ptr<transport::ReadyFlags> flags_;  // with mem_: segments' ready words
+  std::mutex ready_pages_mu_;
+  std::map<int, char*>
+      ready_pages_;     // world rank -> its ready page as streams reach it (under ready_pages_mu_)
   std::mutex pack_mu_;  // packs are enqueued in sequence order: their words only grow
   transport::Mover* words_mover_ = nullptr;  // the mover that maps flags_ (under pack_mu_)
   struct Deferred {

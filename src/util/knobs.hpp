@@ -111,6 +111,11 @@ namespace loom {
     "enqueued device receives into staging (a type Loom reads) are posted to the MPI when "     \
     "enqueued, in call order behind any receive of the communicator still waiting for its "     \
     "stream; the stream waits only for the bytes; 0: posted when the stream reaches them")      \
+  X(stream_early_send, "LOOM_STREAM_EARLY_SEND", "0",                                           \
+    "1: an enqueued send lent to a process of the node posts its header when enqueued; the "    \
+    "sender's stream flags its pack, and the receiving stream waits for that flag itself, "     \
+    "with no host thread between (all ranks alike; a host thread's receive of such a message "  \
+    "waits in its completion call until the sender's stream has packed it)")                    \
   X(stream_arena, "LOOM_STREAM_ARENA", "268435456",                                             \
     "bytes of device memory each process lends once for those messages (mapped by the "         \
     "node's other processes when a stream communicator is made); a message that finds it "      \
@@ -124,9 +129,9 @@ namespace loom {
     "reserved address space (a lent message's header touches one page) and bytes that come "    \
     "raw are copied into pinned memory when they land; off: always pinned")                     \
   X(pool_cache_max, "LOOM_POOL_CACHE_MAX", "1073741824",                                        \
-    "free bytes each GPU staging or scratch pool keeps for reuse; past it, releases free the "  \
-    "largest idle buffers (none while stream-triggered communication may wait for host "        \
-    "threads, when the cache may exceed it: docs/stream.md)")                                   \
+    "free bytes each GPU staging or scratch pool keeps for reuse (0: none); past it, releases " \
+    "free the largest idle buffers (none while stream-triggered communication may wait for "    \
+    "host threads, when the cache may exceed it: docs/stream.md)")                              \
   X(stream_trace, "LOOM_STREAM_TRACE", "",                                                      \
     "diagnostics: a path prefix; each rank's stream engine writes PREFIX.RANK.csv at "          \
     "finalize, a row per enqueued operation with the times (CLOCK_MONOTONIC ns, one clock "     \

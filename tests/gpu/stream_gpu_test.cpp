@@ -140,6 +140,7 @@ TEST_F(StreamGpu, EnqueuedExchangeWithKernelsAround) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
   const long long lent_before = lent_messages();
+  const long long early_sends_before = early_sends();
   for (auto& [name, t] : gpu_types()) {
     SCOPED_TRACE(name);
     const int count = 2, rounds = 5;
@@ -186,6 +187,7 @@ TEST_F(StreamGpu, EnqueuedExchangeWithKernelsAround) {
     MPI_Type_free(&t);
   }
   check_lent(lent_before);
+  check_early_sends(early_sends_before);
 }
 
 // Enqueued device messages meet regular ones of Loom's (the host thread's

@@ -53,6 +53,17 @@ inline void check_early(long long before) {
                 "receives posted when enqueued");
 }
 
+// LOOM_TEST_EXPECT_EARLY_SENDS: lent enqueued sends post their headers when
+// enqueued (LOOM_STREAM_EARLY_SEND).
+inline long long early_sends() {
+  return read_counter(loom_stream_early_sends);
+}
+
+inline void check_early_sends(long long before) {
+  check_counter("LOOM_TEST_EXPECT_EARLY_SENDS", early_sends(), before,
+                "lent sends posted when enqueued");
+}
+
 // LOOM_TEST_EXPECT_HELD: enqueued sends' packs are held back to launch
 // together (LOOM_STREAM_HOLD).
 inline long long held_sends() {

@@ -115,6 +115,7 @@ TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
   const int me = world_rank(), peer = me ^ 1;
   if (peer >= world_size()) return;
   const long long lent_before = lent_messages();
+  const long long early_sends_before = early_sends();
   for (auto& [name, t] : test_types()) {
     SCOPED_TRACE(name);
     for (int count : {1, 3}) {
@@ -152,6 +153,7 @@ TEST_F(Stream, PingPongEveryTypeInStreamOrder) {
     MPI_Type_free(&t);
   }
   check_lent(lent_before);
+  check_early_sends(early_sends_before);
 }
 
 // Enqueued device messages and regular ones meet on one communicator both

@@ -232,21 +232,9 @@ __global__ void wait_kernel(const __grid_constant__ WaitArgs a) {
   }
 }
 
-// A copy whose source and length are published in mapped memory after the
-// launch was enqueued (a stream-triggered receive learns where its bytes
-// are only once they have landed): from[0] the source address, from[1] the
-// bytes, read when the kernel runs, from device memory (a copy made just
-// before on the stream: reads of one host word by every block queue up
-// behind each other, about a microsecond each). Null `from`: nothing.
-__global__ void __launch_bounds__(kThreads)
-    copy_from_kernel(const uint64_t* from, unsigned char* dst) {
-  if (!from) return;
-  __shared__ uint64_t at[2];
-  if (threadIdx.x < 2)
-    at[threadIdx.x] = reinterpret_cast<const volatile uint64_t*>(from)[threadIdx.x];
-  __syncthreads();
-  const auto* src = reinterpret_cast<const unsigned char*>(static_cast<uintptr_t>(at[0]));
-  const uint64_t n = at[1];
+// n bytes from src to dst by every thread of the grid (16- or 8-byte words
+// where both are aligned so).
+__device__ void copy_bytes(const unsigned char* src, unsigned char* dst, uint64_t n) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const uintptr_t both = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst);
@@ -263,6 +251,62 @@ __global__ void __launch_bounds__(kThreads)
     done = words * 8;
   }
   for (uint64_t i = done + tid; i < n; i += stride) dst[i] = src[i];
+}
+
+// A copy whose source and length are published in mapped memory after the
+// launch was enqueued (a stream-triggered receive learns where its bytes
+// are only once they have landed): from[0] the source address, from[1] the
+// bytes, read when the kernel runs, from device memory (a copy made just
+// before on the stream: reads of one host word by every block queue up
+// behind each other, about a microsecond each). Null `from`: nothing.
+__global__ void __launch_bounds__(kThreads)
+    copy_from_kernel(const uint64_t* from, unsigned char* dst) {
+  if (!from) return;
+  __shared__ uint64_t at[2];
+  if (threadIdx.x < 2)
+    at[threadIdx.x] = reinterpret_cast<const volatile uint64_t*>(from)[threadIdx.x];
+  __syncthreads();
+  copy_bytes(reinterpret_cast<const unsigned char*>(static_cast<uintptr_t>(at[0])), dst, at[1]);
+}
+
+// A wait on a word whose address is published in mapped memory after the
+// launch was enqueued: from[0] the word (0: none), from[1] the value it
+// must reach (mod 2^32). One thread: a copy kernel that polled in every
+// block made the sender's pack, in another process, many times slower.
+__device__ void poll_word(uint64_t word, uint32_t value) {
+  for (;;) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
+    if (static_cast<int32_t>(v - value) >= 0) break;
+    __nanosleep(100);
+  }
+}
+
+__global__ void wait_published_kernel(const uint64_t* from) {
+  const volatile uint64_t* f = from;
+  if (const uint64_t word = f[0]) poll_word(word, static_cast<uint32_t>(f[1]));
+}
+
+// A small pulled receive in one launch (at most kPullSmallBlocks blocks, so
+// that few poll): each block's first thread waits for `release` (a word the
+// host thread writes once the bytes' address is published; null: none),
+// reads landed[0..3] (source, bytes, and a word the sender's stream writes
+// once packed, with its value; 0: none) from mapped memory, waits for that
+// word, then the block copies. Three stream operations fewer than the
+// waits, the published words' copy and copy_from_kernel one after another.
+__global__ void __launch_bounds__(kThreads)
+    pull_small_kernel(const uint32_t* release, uint32_t value, const uint64_t* landed,
+                      unsigned char* dst) {
+  __shared__ uint64_t at[2];
+  if (threadIdx.x == 0) {
+    if (release) poll_word(reinterpret_cast<uint64_t>(release), value);
+    const volatile uint64_t* l = landed;
+    if (const uint64_t word = l[2]) poll_word(word, static_cast<uint32_t>(l[3]));
+    at[0] = l[0];
+    at[1] = l[1];
+  }
+  __syncthreads();
+  copy_bytes(reinterpret_cast<const unsigned char*>(static_cast<uintptr_t>(at[0])), dst, at[1]);
 }
 
 // The words kernel at the launch's word width, on `args` (WordArgs or XferArgs).
@@ -438,6 +482,23 @@ Status signal_many(uint32_t* const* words, const uint32_t* values, int n, cudaSt
 
 Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cudaStream_t stream) {
   return word_batches<WaitArgs>(wait_kernel, words, values, n, stream);
+}
+
+Status wait_published(const uint64_t* from, cudaStream_t stream) {
+  wait_published_kernel<<<1, 1, 0, stream>>>(from);
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
+}
+
+Status pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
+                  size_t max, cudaStream_t stream) {
+  const uint64_t per_block = uint64_t{kThreads} * 16 * 4;
+  const uint64_t grid = std::min<uint64_t>(
+      kPullSmallBlocks, std::max<uint64_t>(1, (max + per_block - 1) / per_block));
+  pull_small_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
+      release, value, landed, static_cast<unsigned char*>(dst));
+  LOOM_CUDA_TRY(cudaGetLastError());
+  return Status::ok();
 }
 
 Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream) {

@@ -60,5 +60,10 @@ Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cu
 // stream gets there (`from`: mapped memory, copied to `near`, two words of
 // device memory, first); `max` bounds the bytes and sizes the grid.
 Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream);
+Status wait_published(const uint64_t* from, cudaStream_t stream);
+// pull_small's grid at most: its blocks poll mapped host words.
+constexpr int kPullSmallBlocks = 2;
+Status pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
+                  size_t max, cudaStream_t stream);
 
 }  // namespace loom::pack::gpu
