@@ -375,8 +375,9 @@ Status cuda_attach_host_words(void* page, size_t bytes) {
 }
 
 Result<void*> cuda_attach_ready_page(void* page, size_t bytes, bool read_only) {
-  cudaError_t e = cudaHostRegister(
-      page, bytes, cudaHostRegisterMapped | (read_only ? cudaHostRegisterReadOnly : 0));
+  cudaError_t e = cudaHostRegister(page, bytes,
+                                   cudaHostRegisterMapped | cudaHostRegisterPortable |
+                                       (read_only ? cudaHostRegisterReadOnly : 0));
   if (e == cudaErrorHostMemoryAlreadyRegistered) {  // by a GPU mover of this process
     cudaGetLastError();
     e = cudaSuccess;

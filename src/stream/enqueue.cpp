@@ -74,7 +74,7 @@ void go_direct(const Lane& lane, Buffer* b) {
              static_cast<long long>(b->msg.bytes));
 }
 
-void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b) {
+void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b, bool early) {
   Runtime* rt = runtime();
   // Every receive a lent send may meet pulls: a sender lends at least
   // LOOM_STREAM_LEND_MIN bytes, which fit only receives that big.
@@ -91,7 +91,7 @@ void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b) {
         rt->rv->channel_to(to))
       return;
     transport::Header h;
-    auto seg = rt->rv->lend_stream(b->msg, &h);
+    auto seg = rt->rv->lend_stream(b->msg, &h, early);
     if (!seg) {
       LOOM_DEBUG(kMpi, "enqueued send: %s; staged this once", seg.status().message().c_str());
       return;
@@ -461,7 +461,9 @@ void land(Op& op) {
       // thread): the stream waits for the sender's flag itself.
       auto src = rt->rv->open(h, /*wait=*/false);  // where the bytes lie, mapped (kept mapped)
       if (src && src->ready_word) {
-        if (const uint32_t* w = rt->rv->ready_word_for_streams(h.sender, h.seq)) {
+        const uint32_t* w =
+            op.sender_flags ? rt->rv->ready_word_for_streams(h.sender, h.seq) : nullptr;
+        if (w) {
           out.wait_word = reinterpret_cast<uintptr_t>(w);
           out.wait_value = src->ready_value;
         } else if (Status r = rt->rv->wait_ready(h); !r) {  // a host call's pack: it ends by itself

@@ -66,8 +66,9 @@ void go_direct(const Lane& lane, Buffer* b);
 // (kLent for a send to `peer` of comm, kPulled for a receive) where the
 // method is on, the lane suits its memory (CUDA IPC: a CUDA stream; the host
 // test mode: an emulated one), LOOM_STREAM_LEND is on, and the process's
-// stream arena has room (else the message is staged this once).
-void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b);
+// stream arena has room (else the message is staged this once). `early`:
+// a send whose header goes before its pack (LOOM_STREAM_EARLY_SEND).
+void go_lent(const Lane& lane, bool send, MPI_Comm comm, int peer, Buffer* b, bool early);
 
 // A receive into b may be posted when it is enqueued: the MPI writes only
 // Loom's staging, and the stream's work reads it after its wait

@@ -231,9 +231,10 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   const void* buf = send ? sbuf : rbuf;
   if ((rc = resolve(ch->lane(), buf, count, type, comm, &b)) != MPI_SUCCESS) return rc;
   go_direct(ch->lane(), &b);
-  go_lent(ch->lane(), send, comm, peer, &b);
+  const bool early_comm = early_sends_on(*e, comm);
+  go_lent(ch->lane(), send, comm, peer, &b, send && early_comm);
   // A lent send whose header goes now: its pack and flag go now too (not held).
-  const bool early_send = send && b.how == Buffer::How::kLent && early_sends_on(*e, comm);
+  const bool early_send = send && b.how == Buffer::How::kLent && early_comm;
   phase.emplace(stats::kEnqueueStaging);
   auto op = std::make_shared<Op>();
   // Until the engine has the operation, a failure gives back what it took.
@@ -279,7 +280,7 @@ int enqueue_p2p(bool send, const void* sbuf, void* rbuf, int count, MPI_Datatype
   phase.emplace(stats::kEnqueueMark);
   if (!send) {
     op->early = early_recv(b);
-    op->sender_flags = b.how == Buffer::How::kPulled && early_sends_on(*e, comm);
+    op->sender_flags = b.how == Buffer::How::kPulled && early_comm;
   }
   if (!send && !op->early) {
     auto start = ch->mark();

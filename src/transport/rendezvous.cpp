@@ -644,7 +644,7 @@ const uint32_t* Rendezvous::ready_word_for_streams(int peer, uint64_t seq) {
   return reinterpret_cast<const uint32_t*>(it->second) + seq % transport::ReadyFlags::kWords;
 }
 
-Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) {
+Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr, bool early) {
   progress(/*flush=*/false);  // blocks acked since come back first
   transport::Arena* a = arena();
   if (!a) return Status(Err::kNoMemory, "no stream arena");
@@ -654,19 +654,46 @@ Result<void*> Rendezvous::lend_stream(const transport::Message& m, Header* hdr) 
     at = a->take(static_cast<size_t>(m.bytes));
   }
   if (!at) return Status(Err::kNoMemory, "the stream arena is full");
-  *hdr = new_header(kSegment, next_seq_.fetch_add(1), static_cast<uint64_t>(m.bytes));
+  uint64_t seq = 0;
+  if (!early) {
+    seq = next_seq_.fetch_add(1);
+  } else {
+    // An early send's stream writes its ready word whenever it gets there,
+    // out of sequence order: its word (seq % kWords) must have seen the
+    // previous message that uses it, or that one's late write could pass
+    // for this one (or this one's for that).
+    for (seq = next_seq_.load();;) {
+      if (flags_ && seq >= ReadyFlags::kWords && !flags_->own_ready(seq - ReadyFlags::kWords)) {
+        a->give(*at, static_cast<size_t>(m.bytes));
+        return Status(Err::kNoMemory, "the ready word of an earlier message is not written yet");
+      }
+      if (next_seq_.compare_exchange_weak(seq, seq + 1)) break;
+    }
+  }
+  *hdr = new_header(kSegment, seq, static_cast<uint64_t>(m.bytes));
   hdr->offset = *at;
   hdr->handle = arena_seg_.handle;
   hdr->check = checksum(*hdr);
   {
     std::lock_guard<std::mutex> lk(mu_);
     arena_lent_.emplace(hdr->seq, std::make_pair(*at, static_cast<size_t>(m.bytes)));
+    if (early) early_lent_.insert(hdr->seq);
     n_lent_.fetch_add(1, std::memory_order_release);
   }
   return static_cast<char*>(arena_seg_.ptr) + *at;
 }
 
 bool Rendezvous::release_arena_block(uint64_t seq) {
+  // An early send's room is acked once its receiver is done with it, or has
+  // given it up (a truncation, an error) maybe before the sender's stream
+  // packed into it: then it waits for the pack's ready word too.
+  if (auto e = early_lent_.find(seq); e != early_lent_.end()) {
+    if (flags_ && !flags_->own_ready(seq)) {
+      acked_unpacked_.push_back(seq);
+      return true;
+    }
+    early_lent_.erase(e);
+  }
   // A block of the slab or of the stream arena: back to its allocator.
   auto give = [&](auto& lent, transport::Arena* from) {
     auto it = lent.find(seq);
@@ -1289,6 +1316,11 @@ void Rendezvous::poll_acks(bool throttled) {
   acks_polled_ns_.store(now, std::memory_order_relaxed);
   stats::Scope phase(stats::kProgress);
   std::lock_guard<std::mutex> lk(mu_);
+  if (!acked_unpacked_.empty()) {  // early sends acked before their pack was written
+    std::vector<uint64_t> retry;
+    retry.swap(acked_unpacked_);
+    for (uint64_t seq : retry) release_arena_block(seq);
+  }
   for (;;) {
     int flag = 0;
     MPI_Status st;
@@ -1357,6 +1389,8 @@ void Rendezvous::shutdown() {
     }
     lent_.clear();
     arena_lent_.clear();
+    early_lent_.clear();
+    acked_unpacked_.clear();
     for (auto& [seq, block] : slab_lent_) wait_packed(seq);  // as lent_'s
     slab_lent_.clear();
     slab_live_.store(nullptr, std::memory_order_release);

@@ -38,6 +38,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/arena.hpp"
@@ -172,7 +173,9 @@ class Rendezvous {
   // stream packs into; fills hdr (kSegment). kNoMemory when the arena is
   // full (or there is none). Once the stream has packed,
   // stream_packed(hdr->seq), then the header may go.
-  Result<void*> lend_stream(const transport::Message& m, Header* hdr);
+  // `early`: its header goes before its pack (LOOM_STREAM_EARLY_SEND): the
+  // room comes back once acked and packed.
+  Result<void*> lend_stream(const transport::Message& m, Header* hdr, bool early = false);
   void stream_packed(uint64_t seq);
   // Early lent sends (LOOM_STREAM_EARLY_SEND): the header goes when the
   // send is enqueued, and the sender's stream writes own_ready_word(seq)
@@ -384,8 +387,10 @@ class Rendezvous {
   std::mutex arena_mu_;
   transport::Arena* arena() const { return arena_live_.load(std::memory_order_acquire); }
   std::unordered_map<uint64_t, std::pair<size_t, size_t>>
-      arena_lent_;                         // seq -> (offset, bytes), under mu_
-  bool release_arena_block(uint64_t seq);  // under mu_; false: not the arena's or the slab's
+      arena_lent_;                           // seq -> (offset, bytes), under mu_
+  std::unordered_set<uint64_t> early_lent_;  // arena_lent_'s early sends (under mu_)
+  std::vector<uint64_t> acked_unpacked_;     // early sends acked before packed (under mu_)
+  bool release_arena_block(uint64_t seq);    // under mu_; false: not the arena's or the slab's
   // Messages under kHeaderBytes: this process's slab, made at its first
   // such message on the device current then (ranks often choose their GPU
   // after MPI_Init; a slab made at MPI_Init would lie on device 0, where
