@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -26,6 +27,12 @@ int main() {
   void* h = nullptr;
   cudaMalloc(&d, 64 << 20);
   cudaHostAlloc(&h, 64 << 20, cudaHostAllocMapped);
+  void* reg = std::malloc(1 << 20);  // registered, then unregistered while the kernel waits
+  cudaHostRegister(reg, 1 << 20, cudaHostRegisterMapped);
+  cudaEvent_t ev;
+  cudaEventCreate(&ev);
+  cudaStream_t other;
+  cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking);
   const std::pair<const char*, std::function<void()>> calls[] = {
       {"cudaMalloc 64 MiB",
        [] {
@@ -39,6 +46,9 @@ int main() {
        }},
       {"cudaFree", [&] { cudaFree(d); }},
       {"cudaFreeHost", [&] { cudaFreeHost(h); }},
+      {"cudaHostUnregister", [&] { cudaHostUnregister(reg); }},
+      {"cudaEventDestroy", [&] { cudaEventDestroy(ev); }},
+      {"cudaStreamDestroy", [&] { cudaStreamDestroy(other); }},
   };
   for (const auto& [name, call] : calls) {
     *reinterpret_cast<volatile unsigned*>(word) = 0;
