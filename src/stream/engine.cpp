@@ -520,7 +520,8 @@ void Engine::run() {
   Runtime::mark_stream_thread();  // its device messages take non-blocking streams
   std::vector<std::shared_ptr<Op>> waiting, active, retiring;
   std::vector<MPI_Comm> held, held_sends;  // communicators with a receive / send not yet posted
-  std::vector<MPI_Request> gone;           // completed requests to free
+  std::vector<std::pair<Channel*, uint32_t>> positions;  // this pass's lane positions
+  std::vector<MPI_Request> gone;                         // completed requests to free
   auto idle_since = std::chrono::steady_clock::now();
   auto last_reap = idle_since;
   constexpr auto kReapEvery = std::chrono::microseconds(20);
@@ -569,11 +570,22 @@ void Engine::run() {
     // posting order).
     held.clear();
     held_sends.clear();
+    // Each lane's position read once a pass: the stream moves on meanwhile,
+    // and an operation found short must not be passed by a later one of its
+    // lane that a later read finds reached (a burst of held sends went out
+    // of call order that way, under load).
+    positions.clear();
+    auto position_of = [&](Channel* ch) {
+      for (const auto& [c, p] : positions)
+        if (c == ch) return p;
+      positions.emplace_back(ch, ch->position());
+      return positions.back().second;
+    };
     for (auto it = waiting.begin(); it != waiting.end();) {
       Op& op = **it;
       auto& behind = op.kind == Op::Kind::kSend ? held_sends : held;
       const bool go = op.early ? std::find(behind.begin(), behind.end(), op.comm) == behind.end()
-                               : reached(op.ch->position(), op.start);
+                               : reached(position_of(op.ch.get()), op.start);
       if (!go) {
         if (op.kind != Op::Kind::kAllreduce) behind.push_back(op.comm);
         ++it;
