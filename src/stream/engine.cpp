@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "mpi/errors.hpp"
@@ -128,6 +129,7 @@ void Channel::release(const Slot& s) {
 
 Engine::Engine() : pairs_(std::make_unique<Pairs>()) {
   tracing_ = !knobs().stream_trace.empty();
+  post_pass_delay_us_ = std::atol(knobs().test_post_pass_delay_us.c_str());
   hold_on_ = knob_true(knobs().stream_hold);
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &world_);
   LOOM_NEXT(MPI_Comm_dup)(MPI_COMM_WORLD, &answers_);
@@ -588,6 +590,8 @@ void Engine::run() {
                                : reached(position_of(op.ch.get()), op.start);
       if (!go) {
         if (op.kind != Op::Kind::kAllreduce) behind.push_back(op.comm);
+        if (post_pass_delay_us_ > 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(post_pass_delay_us_));
         ++it;
         continue;
       }

@@ -288,6 +288,7 @@ class Engine {
   void trace(const Op& op);
   void write_trace();
   bool tracing_ = false;
+  long post_pass_delay_us_ = 0;  // LOOM_TEST_POST_PASS_DELAY_US
   std::vector<std::string> trace_;
   bool post(Op& op);
   bool test(Op& op);
