@@ -150,8 +150,8 @@ namespace loom {
     "test only: every other rank counts as on another node (one rank per node)")                \
   X(test_post_pass_delay_us, "LOOM_TEST_POST_PASS_DELAY_US", "0",                               \
     "test only: the stream progress thread waits this long after each operation it finds "      \
-    "short of its trigger in a posting pass, so that the stream moves on mid-pass (a later "     \
-    "operation of the lane must still not be posted first)")                                     \
+    "short of its trigger in a posting pass, so that the stream moves on mid-pass (a later "    \
+    "operation of the lane must still not be posted first)")                                    \
   X(test_pack_delay_us, "LOOM_TEST_PACK_DELAY_US", "0",                                         \
     "test only: the host engine runs device-method packs this late, in a thread of its "        \
     "own, as a GPU may (receivers and senders must wait for their ready words)")
