@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pack/cuda/device_guard.hpp"
 #include "util/log.hpp"
 
 namespace loom::pack {
@@ -10,11 +11,8 @@ namespace {
 void cuda_free(FreeGate::Kind kind, void* p, int device) {
   cudaError_t e;
   if (kind == FreeGate::Kind::kDevice) {
-    int was = -1;
-    if (cudaGetDevice(&was) != cudaSuccess) was = -1;
-    if (device >= 0 && was != device) (void)cudaSetDevice(device);
+    gpu::DeviceGuard g(device);
     e = cudaFree(p);
-    if (device >= 0 && was >= 0 && was != device) (void)cudaSetDevice(was);
   } else {
     e = cudaFreeHost(p);
   }

@@ -300,7 +300,7 @@ Status gpu_pull_small(const uint32_t* release, uint32_t value, const uint64_t* l
 }
 
 size_t gpu_pull_small_max() {
-  return size_t{gpu::kThreads} * 16 * 4 * gpu::kPullSmallBlocks;
+  return gpu::kCopyBlockBytes * gpu::kPullSmallBlocks;
 }
 
 Status gpu_wait_published(const uint64_t* from, cudaStream_t stream) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "pack/cuda/check.hpp"
+#include "pack/cuda/device_guard.hpp"
 #include "pack/free_gate.hpp"
 #include "util/knobs.hpp"
 #include "util/log.hpp"
@@ -15,27 +16,6 @@ namespace {
 const char* kind_name(Pool::Kind k) {
   return k == Pool::Kind::kDevice ? "device" : "mapped host";
 }
-
-// Makes `device` current for the lifetime of the guard (device pools only).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device &&
-        cudaSetDevice(device) == cudaSuccess) {
-      switched_ = true;
-    }
-    (void)cudaGetLastError();
-  }
-  ~DeviceGuard() {
-    if (switched_ && cudaSetDevice(prev_) != cudaSuccess) (void)cudaGetLastError();
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
-};
 
 // The cache cap: the caller's, or LOOM_POOL_CACHE_MAX (0: nothing kept;
 // negative: the default).
@@ -71,7 +51,7 @@ Status Pool::allocate(size_t bytes, PoolBlock* out) {
   LOOM_DEBUG(kPack, "pool: allocating %zu bytes of %s", bytes,
              kind_ == Kind::kDevice ? "device memory" : "pinned host memory");
   if (kind_ == Kind::kDevice) {
-    DeviceGuard g(device_);
+    gpu::DeviceGuard g(device_);
     void* p = nullptr;
     LOOM_CUDA_TRY(cudaMalloc(&p, bytes));
     *out = {p, p, bytes};

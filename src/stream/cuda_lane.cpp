@@ -365,24 +365,30 @@ bool cuda_transfer_possible(const transport::Message& from, const void* src,
   return a && b && pack::gpu_transfer_possible(*a.value(), src, *b.value(), dst);
 }
 
-Status cuda_attach_host_words(void* page, size_t bytes) {
-  const cudaError_t e = cudaHostRegister(page, bytes, cudaHostRegisterMapped);
+namespace {
+
+// Registers host memory shared with other processes for the GPU; memory
+// another part of this process registered already is fine as it is.
+Status register_shared(void* page, size_t bytes, unsigned flags, const char* what) {
+  const cudaError_t e = cudaHostRegister(page, bytes, flags);
   if (e == cudaErrorHostMemoryAlreadyRegistered) {
     cudaGetLastError();
     return Status::ok();
   }
-  return cuda_status(e, "registering pair words");
+  return cuda_status(e, what);
+}
+
+}  // namespace
+
+Status cuda_attach_host_words(void* page, size_t bytes) {
+  return register_shared(page, bytes, cudaHostRegisterMapped, "registering pair words");
 }
 
 Result<void*> cuda_attach_ready_page(void* page, size_t bytes, bool read_only) {
-  cudaError_t e = cudaHostRegister(page, bytes,
-                                   cudaHostRegisterMapped | cudaHostRegisterPortable |
-                                       (read_only ? cudaHostRegisterReadOnly : 0));
-  if (e == cudaErrorHostMemoryAlreadyRegistered) {  // by a GPU mover of this process
-    cudaGetLastError();
-    e = cudaSuccess;
-  }
-  LOOM_TRY(cuda_status(e, "registering ready words"));
+  LOOM_TRY(register_shared(page, bytes,
+                           cudaHostRegisterMapped | cudaHostRegisterPortable |
+                               (read_only ? cudaHostRegisterReadOnly : 0),
+                           "registering ready words"));
   void* dev = nullptr;
   LOOM_TRY(cuda_status(cudaHostGetDevicePointer(&dev, page, 0), "ready words' device address"));
   return dev;

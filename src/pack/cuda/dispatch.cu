@@ -492,9 +492,8 @@ Status wait_published(const uint64_t* from, cudaStream_t stream) {
 
 Status pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
                   size_t max, cudaStream_t stream) {
-  const uint64_t per_block = uint64_t{kThreads} * 16 * 4;
   const uint64_t grid = std::min<uint64_t>(
-      kPullSmallBlocks, std::max<uint64_t>(1, (max + per_block - 1) / per_block));
+      kPullSmallBlocks, std::max<uint64_t>(1, (max + kCopyBlockBytes - 1) / kCopyBlockBytes));
   pull_small_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
       release, value, landed, static_cast<unsigned char*>(dst));
   LOOM_CUDA_TRY(cudaGetLastError());
@@ -504,9 +503,8 @@ Status pull_small(const uint32_t* release, uint32_t value, const uint64_t* lande
 Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream) {
   LOOM_CUDA_TRY(cudaMemcpyAsync(near, from, 2 * sizeof(uint64_t), cudaMemcpyDefault, stream));
   // Enough blocks for 16 bytes a thread and four passes at `max`, at most 512.
-  const uint64_t per_block = uint64_t{kThreads} * 16 * 4;
   const uint64_t grid =
-      std::min<uint64_t>(512, std::max<uint64_t>(1, (max + per_block - 1) / per_block));
+      std::min<uint64_t>(512, std::max<uint64_t>(1, (max + kCopyBlockBytes - 1) / kCopyBlockBytes));
   copy_from_kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(
       near, static_cast<unsigned char*>(dst));
   LOOM_CUDA_TRY(cudaGetLastError());

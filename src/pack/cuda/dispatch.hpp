@@ -61,6 +61,8 @@ Status wait_many(const uint32_t* const* words, const uint32_t* values, int n, cu
 // device memory, first); `max` bounds the bytes and sizes the grid.
 Status copy_from(const uint64_t* from, uint64_t* near, void* dst, size_t max, cudaStream_t stream);
 Status wait_published(const uint64_t* from, cudaStream_t stream);
+// Bytes a block of copy_from / pull_small moves: 16 a thread, four passes.
+constexpr uint64_t kCopyBlockBytes = uint64_t{kThreads} * 16 * 4;
 // pull_small's grid at most: its blocks poll mapped host words.
 constexpr int kPullSmallBlocks = 2;
 Status pull_small(const uint32_t* release, uint32_t value, const uint64_t* landed, void* dst,
