@@ -12,11 +12,34 @@
 #include <functional>
 #include <thread>
 
+#include <unistd.h>
+
 __global__ void poll(const volatile unsigned* w) {
   while (*w == 0) __nanosleep(1000);
 }
 
 int main() {
+  // Another process lends two allocations through CUDA IPC (before this
+  // one touches CUDA: a forked child must not inherit a context).
+  int to_parent[2], to_child[2];
+  if (pipe(to_parent) != 0 || pipe(to_child) != 0) return 1;
+  if (fork() == 0) {
+    cudaIpcMemHandle_t hs[2];
+    for (auto& hh : hs) {
+      void* p = nullptr;
+      cudaMalloc(&p, 2 << 20);
+      cudaIpcGetMemHandle(&hh, p);
+    }
+    if (write(to_parent[1], hs, sizeof(hs)) != sizeof(hs)) return 1;
+    char c;
+    if (read(to_child[0], &c, 1) != 1) return 1;  // until the parent is done
+    return 0;
+  }
+  cudaIpcMemHandle_t lent[2];
+  if (read(to_parent[0], lent, sizeof(lent)) != sizeof(lent)) return 1;
+  void* mapped = nullptr;
+  if (cudaIpcOpenMemHandle(&mapped, lent[0], cudaIpcMemLazyEnablePeerAccess) != cudaSuccess)
+    std::printf("cudaIpcOpenMemHandle failed\n");
   cudaStream_t s;
   cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   unsigned* word = nullptr;
@@ -49,6 +72,12 @@ int main() {
       {"cudaHostUnregister", [&] { cudaHostUnregister(reg); }},
       {"cudaEventDestroy", [&] { cudaEventDestroy(ev); }},
       {"cudaStreamDestroy", [&] { cudaStreamDestroy(other); }},
+      {"cudaIpcCloseMemHandle", [&] { cudaIpcCloseMemHandle(mapped); }},
+      {"cudaIpcOpenMemHandle",
+       [&] {
+         void* p = nullptr;
+         cudaIpcOpenMemHandle(&p, lent[1], cudaIpcMemLazyEnablePeerAccess);
+       }},
   };
   for (const auto& [name, call] : calls) {
     *reinterpret_cast<volatile unsigned*>(word) = 0;
@@ -71,5 +100,6 @@ int main() {
     std::printf("%-22s while a kernel waits for the host: %8.1f ms (%s)\n", name, ms,
                 ms > 1500 ? "waited for the kernel" : "returned at once");
   }
+  if (write(to_child[1], "x", 1) != 1) return 1;
   return 0;
 }
