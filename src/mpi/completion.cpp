@@ -70,7 +70,9 @@ bool open_mpi_multithreaded() {
 // code hangs a synchronisation object of the caller's stack on every
 // pending request, and races there are reported (open-mpi/ompi#6004,
 // #11965); the mechanism was not traced further. The test forms attach
-// nothing: MPI_Waitany and MPI_Waitsome poll them instead (30 of 30 runs).
+// nothing: MPI_Waitany and MPI_Waitsome poll them instead (30 of 30 runs),
+// and so do MPI_Wait and MPI_Waitall, whose wait forms hang the same kind
+// of object on the stack (no failure of theirs was seen).
 bool any_waits_unsafe() {
   return open_mpi_multithreaded();
 }
@@ -275,7 +277,8 @@ extern "C" {
 int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
-  if (polling(t)) return poll_until([&](int* flag) { return MPI_Test(req, flag, status); });
+  if (polling(t) || any_waits_unsafe())
+    return poll_until([&](int* flag) { return MPI_Test(req, flag, status); });
   PendingOp op;
   if (!t || !req || !t->take(*req, &op)) return LOOM_NEXT(MPI_Wait)(req, status);
   MPI_Status st;
@@ -311,7 +314,7 @@ int MPI_Test(MPI_Request* req, int* flag, MPI_Status* status) {
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
   loom::stats::Scope whole(loom::stats::kCompletion);
   RequestTable* t = active_table();
-  if (polling(t))
+  if (polling(t) || any_waits_unsafe())
     return poll_until([&](int* flag) { return MPI_Testall(n, reqs, flag, statuses); });
   if (!t || n <= 0) return LOOM_NEXT(MPI_Waitall)(n, reqs, statuses);
   Taken taken(*t, reqs, n);
