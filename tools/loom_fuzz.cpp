@@ -305,7 +305,10 @@ void report_failure(const Args& a, const TypeNode& found, int count, uint64_t se
                     const std::string& failure, const loom::fuzz::CheckOptions& opt) {
   std::printf("FAIL seed %llu count %d: %s\n  type: %s\n", static_cast<unsigned long long>(seed),
               count, failure.c_str(), loom::test::to_text(found).c_str());
-  std::printf("  again: loom-fuzz --seed %llu --count 1%s\n", static_cast<unsigned long long>(seed),
+  // The type is the seed's and the depth's (RandomTypes draws nothing else).
+  std::printf("  again: loom-fuzz --seed %llu --count 1%s%s\n",
+              static_cast<unsigned long long>(seed),
+              a.depth != Args{}.depth ? (" --depth " + std::to_string(a.depth)).c_str() : "",
               a.gpu ? " --gpu" : "");
   TypeNode n = found;
   int c = count;

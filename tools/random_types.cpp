@@ -574,10 +574,12 @@ MPI_Datatype RandomTypes::build(int depth, TypeNode& n) {
       n.op = "dup";
       break;
   }
-  construct(n, kid, &t);
-  // What an MPI is known to get wrong (under MPICH: empty pieces, see
-  // min_count above) becomes a leaf.
-  const bool trusted = trusted_here(n, kid, t);
+  // A type the MPI refuses (an error code under MPI_ERRORS_RETURN, e.g. an
+  // extent past what its int interface holds) becomes a leaf, as does what
+  // an MPI is known to get wrong (under MPICH: empty pieces, see min_count
+  // above).
+  const bool trusted =
+      construct(n, kid, &t) == MPI_SUCCESS && t != MPI_DATATYPE_NULL && trusted_here(n, kid, t);
   for (MPI_Datatype& k : kid) free_derived(k);
   if (!trusted) {
     free_derived(t);
@@ -594,9 +596,11 @@ MPI_Datatype RandomTypes::make(int depth) {
       MPI_Type_dup(t, &t);
       n = TypeNode{"dup", false, {}, {std::move(n)}};
     }
-    MPI_Count size, tlb, text;
-    MPI_Type_size_x(t, &size);
-    MPI_Type_get_true_extent_x(t, &tlb, &text);
+    MPI_Count size = MPI_UNDEFINED, tlb = 0, text = -1;  // what a failed query leaves
+    if (t != MPI_DATATYPE_NULL) {
+      MPI_Type_size_x(t, &size);
+      MPI_Type_get_true_extent_x(t, &tlb, &text);
+    }
     if (size != MPI_UNDEFINED && size <= opt_.max_size && text >= 0 &&
         text <= opt_.max_true_extent && tlb >= -(1 << 20) && tlb <= (1 << 20)) {
       node_ = std::move(n);
